@@ -1,0 +1,97 @@
+"""plast: a small, fast deep-learning engine with a PyTorch-compatible API.
+
+>>> import plast
+>>> (plast.ones(2, 3) * 2 + 1).tolist()
+[[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]
+"""
+
+# plast is one import name spread over several distributions (plast-core, plast-nn, plast-data,
+# plast-experiment). plast-core owns this file; extend_path lets the others' subpackages join it.
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)
+
+__version__ = "0.1.0"
+
+from . import _siblings  # noqa: E402
+
+_siblings.install()
+
+from . import errors  # noqa: E402
+from ._arenas import arena_scope, arena_stats, init_arenas, reset_transient_arenas  # noqa: E402
+from ._config import show_config  # noqa: E402
+from .backends.cpu._runtime import get_num_threads, set_num_threads  # noqa: E402
+from .creation import (  # noqa: E402
+    arange,
+    as_tensor,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randn,
+    randn_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from .devices import Device, device  # noqa: E402
+from .dtypes import bool_ as bool  # noqa: E402,A001
+from .dtypes import dtype, float32, float64, int32, int64  # noqa: E402
+from .engine.autograd_state import grad_enabled as _grad_enabled  # noqa: E402,F401
+from .errors import (  # noqa: E402
+    ArenaExhaustedError,
+    CheckpointError,
+    DeviceMismatchError,
+    DTypeError,
+    JitError,
+    PlastError,
+    ShapeError,
+    StaleTensorError,
+)
+from .engine.jit import jit  # noqa: E402
+from .ops.elementwise import add, div, mul, neg, sub  # noqa: E402
+from .ops.movement import clone, reshape  # noqa: E402
+from .random import (  # noqa: E402
+    Generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
+from .tensor import Size, Tensor  # noqa: E402
+
+float = float32  # noqa: A001
+double = float64
+long = int64
+int = int32  # noqa: A001
+
+
+def forward(*tensors):
+    """Compute the values of `tensors` now (they are computed lazily otherwise)."""
+    from .engine.realize import realize
+
+    realize(list(tensors))
+    return tensors[0] if len(tensors) == 1 else tensors
+
+
+_SIBLING_ATTRS = {"nn": "plast.nn", "optim": "plast.optim", "data": "plast.data", "experiment": "plast.experiment"}
+
+
+def __getattr__(name):
+    # `import plast; plast.nn` works when plast-nn is installed; otherwise the finder in _siblings raises a
+    # ModuleNotFoundError that names the distribution to install.
+    mod = _SIBLING_ATTRS.get(name)
+    if mod is not None:
+        import importlib
+
+        return importlib.import_module(mod)
+    raise AttributeError(f"module 'plast' has no attribute {name!r}")

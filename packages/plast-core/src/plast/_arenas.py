@@ -1,0 +1,75 @@
+"""The process's arenas, per device: one persistent (leaves, parameters, grads, optimizer state) and one
+transient (results of ops). DESIGN §3."""
+
+import contextlib
+
+from .devices import Device, as_device
+from .memory.arena import Arena
+
+_arenas = {}  # device type -> (persistent, transient)
+
+
+def _make(dev_type, persistent_bytes=None, transient_bytes=None, grow=True):
+    if dev_type != "cpu":
+        raise NotImplementedError(
+            "CUDA arenas come with the CUDA backend (issue: 'CUDA backend through PyCUDA'); only the CPU exists now"
+        )
+    p = Arena("persistent", False, persistent_bytes or 0, grow)
+    t = Arena("transient", True, transient_bytes or 0, grow)
+    _arenas[dev_type] = (p, t)
+    return p, t
+
+
+def arenas(dev_type="cpu"):
+    pair = _arenas.get(dev_type)
+    if pair is None:
+        pair = _make(dev_type)
+    return pair
+
+
+def persistent(dev_type="cpu"):
+    return arenas(dev_type)[0]
+
+
+def transient(dev_type="cpu"):
+    return arenas(dev_type)[1]
+
+
+def init_arenas(device=Device.CPU, persistent_bytes=None, transient_bytes=None, grow=True):
+    """Set up the arenas of `device`. Optional: by default arenas grow on demand.
+
+    With ``grow=False`` each arena holds exactly the bytes given and a request that does not fit raises
+    ArenaExhaustedError. Calling it again replaces the arenas; tensors made before keep their memory alive.
+
+    >>> import plast
+    >>> plast.init_arenas(device=plast.Device.CPU)
+    """
+    dev = as_device(device)
+    if not grow and (not persistent_bytes or not transient_bytes):
+        raise ValueError("init_arenas(grow=False) needs persistent_bytes and transient_bytes")
+    _make(dev.type, persistent_bytes, transient_bytes, grow)
+
+
+def reset_transient_arenas():
+    """Free every transient block at once (O(1)). Tensors still holding transient memory become stale:
+    reading them raises StaleTensorError. Leaves, parameters, grads and jit results are not transient."""
+    for _, t in _arenas.values():
+        t.reset()
+
+
+@contextlib.contextmanager
+def arena_scope():
+    """Run a block and free all transient memory it made on exit (like reset_transient_arenas())."""
+    try:
+        yield
+    finally:
+        reset_transient_arenas()
+
+
+def arena_stats():
+    """Bytes in use, reserved and peak, per device and arena."""
+    out = {}
+    for dev_type in list(_arenas) or ["cpu"]:
+        p, t = arenas(dev_type)
+        out[dev_type] = {"persistent": p.stats(), "transient": t.stats()}
+    return out

@@ -1,0 +1,68 @@
+"""plast.show_config(): what is installed and how this copy was built."""
+
+import sys
+from importlib import metadata
+
+from .backends.cpu import _runtime
+
+DISTRIBUTIONS = ("plast-core", "plast-nn", "plast-data", "plast-experiment")
+
+
+def _build_info():
+    try:
+        from . import _build_info as b
+
+        return b.COMPILER, b.OPENMP, b.MARCH_NATIVE
+    except ImportError:
+        return "unknown (no _build_info: built outside setup.py?)", _runtime.have_openmp(), False
+
+
+def cuda_status():
+    """(usable, reason)."""
+    try:
+        import pycuda  # noqa: F401
+    except ImportError:
+        return False, "pycuda is not installed (pip install 'packages/plast-core[cuda]')"
+    return False, "the CUDA backend is not built yet (issue: 'CUDA backend through PyCUDA')"
+
+
+def config():
+    compiler, openmp, native = _build_info()
+    dists = {}
+    for d in DISTRIBUTIONS:
+        try:
+            dists[d] = metadata.version(d)
+        except metadata.PackageNotFoundError:
+            dists[d] = None
+    ok, why = cuda_status()
+    return {
+        "distributions": dists,
+        "python": sys.version.split()[0],
+        "compiler": compiler,
+        "openmp": bool(openmp),
+        "march_native": bool(native),
+        "threads": _runtime.get_num_threads(),
+        "usable_cores": _runtime.usable_cores(),
+        "simd": _runtime.get_simd(),
+        "simd_available": list(_runtime.simd_available()),
+        "cuda": ok,
+        "cuda_reason": why,
+    }
+
+
+def show_config(file=None):
+    """Print the installed plast distributions, the build (compiler, OpenMP), threads, SIMD paths and CUDA."""
+    c = config()
+    lines = ["plast configuration"]
+    for d, v in c["distributions"].items():
+        lines.append(f"  {d:<17} {v if v else 'not installed'}")
+    lines += [
+        f"  python            {c['python']}",
+        f"  compiler          {c['compiler']}",
+        f"  openmp            {'on' if c['openmp'] else 'off (single-threaded build)'}",
+        f"  threads           {c['threads']} (usable cores: {c['usable_cores']})",
+        f"  simd              {c['simd']} (available: {', '.join(c['simd_available'])})",
+        f"  -march=native     {'yes' if c['march_native'] else 'no (portable build, run-time dispatch)'}",
+        f"  cuda              {'available' if c['cuda'] else 'unavailable: ' + c['cuda_reason']}",
+    ]
+    print("\n".join(lines), file=file or sys.stdout)

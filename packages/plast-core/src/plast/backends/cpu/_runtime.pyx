@@ -1,0 +1,136 @@
+# cython: language_level=3
+"""Run-time selection of the SIMD path and the OpenMP thread count for plast's CPU kernels.
+
+The SIMD path is the best this CPU supports unless ``PLAST_SIMD=scalar|avx2|avx512`` asks for another (tests use
+it to check every path). Threads default to the number of usable cores (affinity and cgroup quota aware) and
+follow ``OMP_NUM_THREADS`` and ``plast.set_num_threads``.
+"""
+
+import os
+
+cdef extern from "plast_simd.h":
+    int PLAST_SIMD_SCALAR
+    int PLAST_SIMD_AVX2
+    int PLAST_SIMD_AVX512
+    int plast_cpu_simd_max() nogil
+
+cdef extern from *:
+    """
+    #if PLAST_HAVE_OPENMP
+    #include <omp.h>
+    #endif
+    """
+    int PLAST_HAVE_OPENMP
+
+SIMD_NAMES = ("scalar", "avx2", "avx512")
+
+cdef int _simd = PLAST_SIMD_SCALAR
+cdef int _simd_max = PLAST_SIMD_SCALAR
+cdef int _threads = 1
+
+
+cdef int simd_level() noexcept nogil:
+    return _simd
+
+
+cdef int num_threads() noexcept nogil:
+    return _threads
+
+
+cdef int threads_for(Py_ssize_t work, Py_ssize_t grain) noexcept nogil:
+    """Threads worth using for `work` units when one thread should get at least `grain` of them."""
+    if _threads <= 1 or work < 2 * grain:
+        return 1
+    cdef Py_ssize_t t = work // grain
+    return <int>t if t < _threads else _threads
+
+
+def usable_cores():
+    """Cores this process may run on: CPU affinity, capped by a cgroup v2/v1 CPU quota if one is set."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    quota = None
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            q, period = f.read().split()[:2]
+            if q != "max":
+                quota = int(q) / int(period)
+    except (OSError, ValueError):
+        try:
+            with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as f:
+                q = int(f.read())
+            with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+                period = int(f.read())
+            if q > 0 and period > 0:
+                quota = q / period
+        except (OSError, ValueError):
+            pass
+    if quota is not None:
+        n = min(n, max(1, int(quota)))
+    return max(1, n)
+
+
+def have_openmp():
+    return bool(PLAST_HAVE_OPENMP)
+
+
+def simd_max():
+    """Name of the widest SIMD path this CPU supports."""
+    return SIMD_NAMES[_simd_max]
+
+
+def simd_available():
+    return SIMD_NAMES[: _simd_max + 1]
+
+
+def get_simd():
+    """Name of the SIMD path the kernels use now."""
+    return SIMD_NAMES[_simd]
+
+
+def set_simd(name):
+    """Force a SIMD path ("scalar", "avx2", "avx512"); a path this CPU lacks raises RuntimeError."""
+    global _simd
+    if name not in SIMD_NAMES:
+        raise ValueError(f"unknown SIMD path {name!r}; expected one of {', '.join(SIMD_NAMES)}")
+    level = SIMD_NAMES.index(name)
+    if level > _simd_max:
+        raise RuntimeError(
+            f"this CPU does not support the {name} path (best available: {SIMD_NAMES[_simd_max]})"
+        )
+    _simd = level
+
+
+def get_num_threads():
+    return _threads
+
+
+def set_num_threads(n):
+    """Use `n` threads in CPU kernels (capped at the usable cores; tiny ops always run on one)."""
+    global _threads
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"set_num_threads expects a positive int, got {n!r}")
+    if not PLAST_HAVE_OPENMP:
+        _threads = 1
+        return
+    _threads = min(n, usable_cores())
+
+
+def _init():
+    global _simd, _simd_max, _threads
+    _simd_max = plast_cpu_simd_max()
+    _simd = _simd_max
+    forced = os.environ.get("PLAST_SIMD")
+    if forced:
+        set_simd(forced.strip().lower())
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    try:
+        want = int(env) if env else usable_cores()
+    except ValueError:
+        want = usable_cores()
+    set_num_threads(max(1, want))
+
+
+_init()

@@ -1,0 +1,83 @@
+"""CPU kernels for the op table's "cpu" column.
+
+Hot ops call the C kernels (csrc/, through _kernels.pyx). Ops not yet worth a C kernel run numpy over views of
+arena memory (`np_view`): numpy writes straight into the output's storage, so memory still comes from the
+arenas. A numpy kernel is replaced by a C one when a benchmark says it matters.
+"""
+
+import numpy as np
+
+from . import _kernels
+
+
+def np_view(t):
+    """A numpy view of a realized tensor's memory, with its strides. Internal: arena memory is only exposed to
+    numpy inside kernels, never handed to users (see Tensor.numpy)."""
+    st = t._storage
+    nd = t.dtype.np
+    isz = nd.itemsize
+    if t.numel() == 0:
+        return np.empty(t._shape, dtype=nd)
+    base = np.frombuffer(st, dtype=nd, count=st.nbytes // isz)
+    return np.lib.stride_tricks.as_strided(
+        base[t._offset :], shape=t._shape, strides=tuple(s * isz for s in t._strides)
+    )
+
+
+def address(t):
+    return t._storage.address + t._offset * t.dtype.itemsize
+
+
+def bcast_strides(t, shape):
+    """Strides (elements) of `t` broadcast to `shape` (0 along broadcast dims)."""
+    nd = len(shape)
+    pad = nd - t.ndim
+    out = [0] * nd
+    for i in range(t.ndim):
+        if t._shape[i] != 1 or shape[pad + i] == 1:
+            out[pad + i] = t._strides[i]
+    return tuple(out)
+
+
+BINARY_CODES = {"add": 0, "sub": 1, "mul": 2, "div": 3, "maximum": 4, "minimum": 5}
+
+
+def binary(node, inputs, outputs):
+    a, b = inputs
+    out = outputs[0]
+    if out.numel() == 0:
+        return
+    shape = out._shape
+    _kernels.binary_nd(
+        BINARY_CODES[node.op.name],
+        out.dtype.code,
+        shape,
+        address(a),
+        bcast_strides(a, shape),
+        address(b),
+        bcast_strides(b, shape),
+        address(out),
+        out._strides,
+    )
+
+
+def copy(node, inputs, outputs):
+    """Materialize (and cast) a strided input into a contiguous output."""
+    np_view(outputs[0])[...] = np_view(inputs[0])
+
+
+def fill(node, inputs, outputs):
+    np_view(outputs[0]).fill(node.args[0])
+
+
+def view(node, inputs, outputs):
+    """Views share the input's storage: only shape, strides and offset change."""
+    x = inputs[0]
+    strides, offset = node.args[-2], node.args[-1]
+    return x._storage, strides, x._offset + offset
+
+
+def sum_(node, inputs, outputs):
+    dims, keepdim = node.args
+    x = np_view(inputs[0])
+    np_view(outputs[0])[...] = np.sum(x, axis=dims, keepdims=keepdim, dtype=outputs[0].dtype.np)

@@ -1,0 +1,261 @@
+"""Tensor factories. Everything made here is a leaf in the persistent arena (DESIGN §3)."""
+
+import numbers
+
+import numpy as np
+
+from . import _arenas, dtypes, random
+from .devices import as_device
+from .errors import DTypeError
+from .memory.arena import borrow
+from .ops.shapes import numel
+from .tensor import Tensor
+
+
+def _shape_arg(size, fn):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
+            raise TypeError(f"{fn}: sizes must be ints, got {size!r}")
+        if s < 0:
+            raise ValueError(f"{fn}: negative dimension {s} in size {tuple(size)}")
+    return tuple(int(s) for s in size)
+
+
+def _device(device):
+    dev = as_device(device)
+    if dev.type != "cpu":
+        raise NotImplementedError("CUDA tensors come with the CUDA backend; only the CPU exists now")
+    return dev
+
+
+def _new_leaf(shape, dtype, device, requires_grad=False):
+    dev = _device(device)
+    st = _arenas.persistent(dev.type).new(numel(shape) * dtype.itemsize)
+    t = Tensor._from_storage(st, shape, dtype, dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _leaf_array(t):
+    """Writable numpy view of a fresh persistent leaf (for filling it)."""
+    return np.frombuffer(t._storage, dtype=t.dtype.np, count=t.numel()).reshape(t.shape)
+
+
+def _from_array(arr, dtype, device, requires_grad):
+    t = _new_leaf(arr.shape, dtype, device, requires_grad)
+    if arr.size:
+        _leaf_array(t)[...] = arr
+    return t
+
+
+def _to_numpy(data, fn="tensor"):
+    """Convert nested Python data / numpy arrays to an ndarray with torch's inference rules."""
+    if isinstance(data, Tensor):
+        return data.detach().numpy(), data.dtype
+    if isinstance(data, np.ndarray):
+        return data, None
+    if isinstance(data, (str, bytes)):
+        raise TypeError(f"{fn}: expected numbers or nested sequences of numbers, got a {type(data).__name__}")
+    try:
+        arr = np.array(data)
+    except ValueError as e:
+        raise ValueError(
+            f"{fn}: the nested sequences have different lengths (a ragged list); every row must have the "
+            f"same length. numpy said: {e}"
+        ) from None
+    if arr.dtype.kind in "OUSV" or arr.dtype.kind == "c":
+        kind = {"U": "strings", "S": "bytes", "O": "objects", "c": "complex numbers", "V": "records"}.get(
+            arr.dtype.kind, str(arr.dtype)
+        )
+        raise TypeError(f"{fn}: can't make a tensor of {kind}; expected (nested lists of) bools, ints or floats")
+    inferred = None
+    if arr.dtype.kind == "f":
+        inferred = dtypes.float32  # Python floats are float32 tensors, as in torch
+    elif arr.dtype.kind in "iu":
+        inferred = dtypes.int64
+    elif arr.dtype.kind == "b":
+        inferred = dtypes.bool_
+    return arr, inferred
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new leaf tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors).
+
+    Python ints give int64, Python floats float32, numpy arrays keep their dtype.
+
+    >>> plast.tensor([[0, 1], [1, 0]]).dtype
+    plast.int64
+    """
+    arr, inferred = _to_numpy(data)
+    if dtype is not None:
+        dt = dtypes.as_dtype(dtype)
+    elif inferred is not None:
+        dt = inferred
+    else:
+        dt = dtypes.from_numpy_dtype(arr.dtype)
+    if requires_grad and not dt.is_floating_point:
+        raise RuntimeError(f"only floating point tensors can require gradients, got dtype {dt}")
+    return _from_array(arr, dt, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    if isinstance(data, Tensor) and (dtype is None or dtypes.as_dtype(dtype) is data.dtype):
+        return data
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(arr):
+    """A tensor sharing memory with a C-contiguous numpy array (changes show on both sides), like torch."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(arr).__name__}")
+    dt = dtypes.from_numpy_dtype(arr.dtype)
+    if not arr.flags.c_contiguous:
+        raise ValueError("from_numpy needs a C-contiguous array; pass np.ascontiguousarray(a) (which copies)")
+    if not arr.flags.writeable:
+        raise ValueError("from_numpy needs a writeable array (plast may write through it); pass a.copy()")
+    if arr.dtype.byteorder not in "=|" and arr.dtype.byteorder != ("<" if np.little_endian else ">"):
+        raise DTypeError("from_numpy needs native byte order; convert with a.astype(a.dtype.newbyteorder('='))")
+    st = borrow(arr, arr.__array_interface__["data"][0], arr.nbytes)
+    return Tensor._from_storage(st, arr.shape, dt)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    shape = _shape_arg(size, "empty")
+    return _new_leaf(shape, dtypes.as_dtype(dtype or dtypes.default_float), device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    shape = _shape_arg((size,) if isinstance(size, int) else tuple(size), "full")
+    if not isinstance(fill_value, (numbers.Number, np.number)):
+        raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
+    if dtype is None:
+        dtype = (
+            dtypes.bool_
+            if isinstance(fill_value, (bool, np.bool_))
+            else dtypes.int64
+            if isinstance(fill_value, (int, np.integer))
+            else dtypes.float32
+        )
+    t = _new_leaf(shape, dtypes.as_dtype(dtype), device, requires_grad)
+    if t.numel():
+        _leaf_array(t).fill(fill_value)
+    return t
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    return full(_shape_arg(size, "zeros"), 0, dtype=dtype or dtypes.default_float, device=device,
+                requires_grad=requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    return full(_shape_arg(size, "ones"), 1, dtype=dtype or dtypes.default_float, device=device,
+                requires_grad=requires_grad)
+
+
+def _like(t, dtype):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"expected a tensor, got {type(t).__name__}")
+    return t.shape, (dtype or t.dtype)
+
+
+def zeros_like(t, dtype=None, requires_grad=False):
+    shape, dt = _like(t, dtype)
+    return zeros(shape, dtype=dt, requires_grad=requires_grad)
+
+
+def ones_like(t, dtype=None, requires_grad=False):
+    shape, dt = _like(t, dtype)
+    return ones(shape, dtype=dt, requires_grad=requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, requires_grad=False):
+    shape, dt = _like(t, dtype)
+    return full(shape, fill_value, dtype=dt, requires_grad=requires_grad)
+
+
+def empty_like(t, dtype=None, requires_grad=False):
+    shape, dt = _like(t, dtype)
+    return empty(shape, dtype=dt, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    """Values from start (inclusive) to end (exclusive) by step; ints give int64, any float gives float32."""
+    if end is None:
+        start, end = 0, start
+    for v in (start, end, step):
+        if isinstance(v, bool) or not isinstance(v, (numbers.Real, np.number)):
+            raise TypeError(f"arange: start, end and step must be numbers, got {v!r}")
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        dtype = dtypes.int64 if is_int else dtypes.float32
+    dt = dtypes.as_dtype(dtype)
+    # NOTE: computed in float64/int64 then cast, so float32 ranges match torch's length rule ceil((end-start)/step).
+    n = max(0, int(np.ceil((end - start) / step)))
+    arr = start + step * np.arange(n, dtype=np.float64 if dt.is_floating_point else np.int64)
+    return _from_array(arr.astype(dt.np), dt, device, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
+    dt = dtypes.as_dtype(dtype or dtypes.default_float)
+    return _from_array(np.linspace(start, end, steps, dtype=np.float64).astype(dt.np), dt, device, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    dt = dtypes.as_dtype(dtype or dtypes.default_float)
+    return _from_array(np.eye(n, m, dtype=dt.np), dt, device, requires_grad)
+
+
+def _random_leaf(kind, size, fn, p1, p2, generator, dtype, device, requires_grad):
+    shape = _shape_arg(size, fn)
+    dt = dtypes.as_dtype(dtype or dtypes.default_float)
+    if not dt.is_floating_point:
+        raise DTypeError(f"{fn}: dtype must be floating point, got {dt}")
+    t = _new_leaf(shape, dt, device, requires_grad)
+    if t.numel():
+        random.fill(kind, t._storage.address, dt.code, t.numel(), p1, p2, generator)
+    return t
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform on [0, 1), from the Philox stream of `generator` (the global one by default)."""
+    return _random_leaf("uniform", size, "rand", 0.0, 1.0, generator, dtype, device, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal, from the Philox stream of `generator` (the global one by default)."""
+    return _random_leaf("normal", size, "randn", 0.0, 1.0, generator, dtype, device, requires_grad)
+
+
+def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
+    """Integers uniform on [low, high)."""
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint: size is required, e.g. plast.randint(0, 10, (3,))")
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    shape = _shape_arg(tuple(size) if isinstance(size, (tuple, list)) else (size,), "randint")
+    dt = dtypes.as_dtype(dtype or dtypes.int64)
+    n = numel(shape)
+    # two 32-bit draws per element make a 64-bit value; the modulo bias is below 2^-32 for spans < 2^32
+    raw = np.empty(2 * n, dtype=np.uint32)
+    if n:
+        random.fill("u32", raw.__array_interface__["data"][0], 0, 2 * n, 0.0, 0.0, generator)
+    vals = raw.view(np.uint64) % np.uint64(high - low)
+    arr = (vals.astype(np.int64) + low).reshape(shape)
+    return _from_array(arr.astype(dt.np), dt, device, False)
+
+
+def rand_like(t, generator=None, dtype=None):
+    return rand(t.shape, generator=generator, dtype=dtype or t.dtype)
+
+
+def randn_like(t, generator=None, dtype=None):
+    return randn(t.shape, generator=generator, dtype=dtype or t.dtype)

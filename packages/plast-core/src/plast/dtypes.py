@@ -1,0 +1,98 @@
+"""plast dtypes and the promotion rule.
+
+Promotion (binary ops and matmul): bool < int32 < int64 < float32 < float64, with one exception to torch:
+matmul between an integer and a floating tensor promotes to the floating type instead of raising, so integer
+data (``plast.tensor([[0, 1]])``) meets float parameters. Python scalars are "weak", as in torch: a Python float
+with an integer tensor gives float32; a Python int or float with a float32 tensor stays float32.
+"""
+
+import numpy as np
+
+from .errors import DTypeError
+
+
+class dtype:
+    """A plast element type. Compare with ``plast.float32`` etc.; ``np`` is the matching numpy dtype."""
+
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "_rank", "code")
+
+    def __init__(self, name, np_dtype, rank, code):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize
+        self.is_floating_point = self.np.kind == "f"
+        self.is_signed = self.np.kind in "if"
+        self._rank = rank
+        self.code = code  # small int used by the C kernels and in plan fingerprints
+
+    def __repr__(self):
+        return f"plast.{self.name}"
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+bool_ = dtype("bool", np.bool_, 0, 0)
+int32 = dtype("int32", np.int32, 1, 1)
+int64 = dtype("int64", np.int64, 2, 2)
+float32 = dtype("float32", np.float32, 3, 3)
+float64 = dtype("float64", np.float64, 4, 4)
+
+ALL = (bool_, int32, int64, float32, float64)
+_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME.update({"float": float32, "double": float64, "long": int64, "int": int32})
+_BY_NP = {d.np: d for d in ALL}
+
+default_float = float32
+default_int = int64
+
+
+def _by_name(name):
+    return _BY_NAME[name]
+
+
+def as_dtype(x):
+    """Turn a plast dtype, a numpy dtype or type, a name, or the Python types bool/int/float into a plast dtype."""
+    if isinstance(x, dtype):
+        return x
+    if x is bool:
+        return bool_
+    if x is int:
+        return int64
+    if x is float:
+        return float32
+    if isinstance(x, str) and x in _BY_NAME:
+        return _BY_NAME[x]
+    try:
+        nd = np.dtype(x)
+    except TypeError:
+        nd = None
+    if nd is not None and nd in _BY_NP:
+        return _BY_NP[nd]
+    supported = ", ".join(d.name for d in ALL)
+    raise DTypeError(f"unsupported dtype {x!r}; plast supports {supported}")
+
+
+def from_numpy_dtype(nd):
+    """The plast dtype of a numpy dtype, or DTypeError naming the supported ones."""
+    d = _BY_NP.get(np.dtype(nd))
+    if d is None:
+        supported = ", ".join(d.name for d in ALL)
+        raise DTypeError(f"numpy dtype {np.dtype(nd)} has no plast equivalent; supported: {supported}")
+    return d
+
+
+def promote(a, b):
+    """Result dtype of a binary op between two tensors of dtypes a and b."""
+    return a if a._rank >= b._rank else b
+
+
+def promote_scalar(t, value):
+    """Result dtype of a binary op between a tensor of dtype t and a Python scalar (weak typing, as in torch)."""
+    if isinstance(value, bool):
+        return t
+    if isinstance(value, int):
+        return int64 if t is bool_ else t
+    if isinstance(value, float):
+        return t if t.is_floating_point else default_float
+    raise DTypeError(f"expected a tensor or a Python number, got {type(value).__name__}")

@@ -1,0 +1,1 @@
+"""The engine: graph nodes, the scheduler that realizes them, and autograd."""

@@ -1,0 +1,44 @@
+"""Graph nodes: what an op call records (DESIGN §2)."""
+
+import weakref
+
+from . import autograd_state
+
+
+class Node:
+    """One op application: the op row, its input tensors, its (hashable) arguments and its outputs.
+
+    Outputs are held weakly: a node is kept alive by the tensors it produced, never the other way round, so a
+    graph nobody can reach is freed by reference counting alone.
+    """
+
+    __slots__ = ("op", "inputs", "args", "specs", "outputs", "needs_grad", "__weakref__")
+
+    def __init__(self, op, inputs, args, specs):
+        self.op = op
+        self.inputs = inputs
+        self.args = args
+        self.specs = specs  # [(shape, dtype)] per output
+        self.outputs = None
+        self.needs_grad = False
+
+    def __repr__(self):
+        return f"<Node {self.op.name} args={self.args!r}>"
+
+
+def record(op, inputs, args, specs, device):
+    """Record `op` applied to `inputs`; return its output tensors (unrealized)."""
+    from ..tensor import Tensor
+
+    node = Node(op, inputs, args, specs)
+    outs = [Tensor._lazy(shape, dtype, device, node, i) for i, (shape, dtype) in enumerate(specs)]
+    node.outputs = [weakref.ref(o) for o in outs]
+    if autograd_state.grad_enabled and op.backward is not None:
+        for t in inputs:
+            if t.requires_grad:
+                node.needs_grad = True
+                for o in outs:
+                    if o.dtype.is_floating_point:
+                        o.requires_grad = True
+                break
+    return outs

@@ -1,0 +1,19 @@
+"""@plast.jit: whole-step tracing and replay (DESIGN §2.5).
+
+Not built yet: it arrives with "plast-core engine II" (plan cache, liveness planner, fusion). Until then the
+decorator refuses loudly instead of pretending to compile.
+"""
+
+_tracing = False
+
+
+def tracing():
+    """True while a @plast.jit function is being traced."""
+    return _tracing
+
+
+def jit(fn=None, **options):
+    raise NotImplementedError(
+        "plast.jit is not implemented yet: it lands with the 'plast-core engine II' issue (plan cache, "
+        "liveness planner, fusion, whole-step replay). Call the function without @plast.jit meanwhile."
+    )

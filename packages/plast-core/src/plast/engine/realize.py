@@ -1,0 +1,77 @@
+"""The plain scheduler: realize the unrealized part of a graph in topological order (engine I).
+
+The plan cache, the liveness planner and fusion (engine II) slot in here: they change how `order` is computed
+and executed, not what a kernel sees.
+"""
+
+from .. import _arenas
+from ..errors import PlastError
+
+
+def schedule(targets):
+    """Nodes needed to realize `targets`, in topological order (inputs first)."""
+    order = []
+    seen = set()
+    stack = []
+    for t in targets:
+        if t._storage is None and t._node is not None:
+            stack.append((t._node, False))
+    while stack:
+        node, expanded = stack.pop()
+        nid = id(node)
+        if expanded:
+            order.append(node)
+            continue
+        if nid in seen:
+            continue
+        seen.add(nid)
+        stack.append((node, True))
+        for inp in node.inputs:
+            if inp._storage is None and inp._node is not None and id(inp._node) not in seen:
+                stack.append((inp._node, False))
+    return order
+
+
+def _run(node):
+    from ..tensor import Tensor
+
+    op = node.op
+    dev = node.inputs[0].device if node.inputs else None
+    outs = []
+    for i, ref in enumerate(node.outputs):
+        t = ref()
+        if t is None:  # nobody holds this output; the kernel still needs somewhere to write it
+            shape, dtype = node.specs[i]
+            t = Tensor._lazy(shape, dtype, dev, node, i)
+        outs.append(t)
+    dev_type = outs[0].device.type
+    kernel = op.kernels.get(dev_type)
+    if kernel is None:
+        raise NotImplementedError(f"op {op.name!r} has no {dev_type} kernel yet")
+    for t in node.inputs:
+        t._storage.check()
+    if op.view:
+        storage, strides, offset = kernel(node, node.inputs, outs)
+        o = outs[0]
+        o._storage, o._strides, o._offset = storage, strides, offset
+    else:
+        arena = _arenas.transient(dev_type)
+        for o in outs:
+            o._storage = arena.new(o.numel() * o.dtype.itemsize)
+        kernel(node, node.inputs, outs)
+    if not node.needs_grad:
+        # Nothing will differentiate through this node: drop the edges so inputs can be freed now.
+        for o in outs:
+            o._node = None
+        node.inputs = ()
+
+
+def realize(targets):
+    """Compute every tensor in `targets` (and what they need) that has no value yet."""
+    order = schedule(targets)
+    for node in order:
+        try:
+            _run(node)
+        except PlastError:
+            raise
+    return targets

@@ -1,0 +1,1 @@
+"""Arenas: where tensor memory comes from (DESIGN §3)."""

@@ -1,0 +1,29 @@
+cdef class Arena:
+    cdef readonly str name
+    cdef readonly bint transient
+    cdef readonly bint grow
+    cdef readonly Py_ssize_t capacity      # bytes the arena may hold in chunks (0: unlimited when grow)
+    cdef readonly Py_ssize_t reserved      # bytes held in chunks
+    cdef readonly Py_ssize_t in_use        # bytes handed out and not yet returned
+    cdef readonly Py_ssize_t peak_in_use
+    cdef readonly Py_ssize_t generation
+    cdef readonly Py_ssize_t n_chunk_allocs
+    cdef list _chunks                      # [address, size, bump offset]
+    cdef dict _free                        # size class -> list of addresses
+    cdef Py_ssize_t _chunk_bytes
+
+    cdef _new_chunk(self, Py_ssize_t size)
+    cdef Storage alloc(self, Py_ssize_t nbytes)
+    cdef void _release(self, Storage s) noexcept
+
+
+cdef class Storage:
+    cdef char *ptr
+    cdef readonly Py_ssize_t nbytes
+    cdef readonly Py_ssize_t block_bytes
+    cdef readonly Arena arena
+    cdef readonly Py_ssize_t generation
+    cdef readonly object owner             # an object whose memory this storage borrows (from_numpy), or None
+    cdef Py_ssize_t _exports
+    cdef inline bint stale(self):
+        return self.arena is not None and self.arena.transient and self.generation != self.arena.generation

@@ -1,0 +1,114 @@
+"""Casts, copies and views."""
+
+from .. import dtypes
+from ..backends.cpu import kernels as cpu
+from ..engine.graph import record
+from ..errors import ShapeError
+from .registry import register
+from .shapes import contiguous_strides, numel
+
+
+def _cast_bw(node, g):
+    x = node.inputs[0]
+    return (cast(g, x.dtype),)
+
+
+CAST = register("cast", cpu=cpu.copy, backward=_cast_bw, fusible=True)
+COPY = register("copy", cpu=cpu.copy, backward=lambda node, g: (g,), fusible=True)
+
+
+def cast(x, dtype):
+    """x converted to `dtype` (x itself when it already has it)."""
+    dtype = dtypes.as_dtype(dtype)
+    if x.dtype is dtype:
+        return x
+    return record(CAST, (x,), (dtype.code,), [(x.shape, dtype)], x.device)[0]
+
+
+def contiguous(x):
+    if x.is_contiguous():
+        return x
+    return record(COPY, (x,), (), [(x.shape, x.dtype)], x.device)[0]
+
+
+def clone(x):
+    return record(COPY, (x,), (), [(x.shape, x.dtype)], x.device)[0]
+
+
+def _view_bw(node, g):
+    x = node.inputs[0]
+    return (reshape(g, x.shape),)
+
+
+VIEW = register("view", cpu=cpu.view, backward=_view_bw, view=True)
+
+
+def _infer_shape(shape, n, op):
+    shape = list(shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise ShapeError(f"{op}: only one dimension can be -1, got {tuple(shape)}")
+    for s in shape:
+        if not isinstance(s, int) or s < -1:
+            raise ShapeError(f"{op}: invalid shape {tuple(shape)}")
+    if neg:
+        rest = numel([s for s in shape if s != -1])
+        if rest == 0 or n % rest:
+            raise ShapeError(f"{op}: shape {tuple(shape)} is invalid for input of size {n}")
+        shape[neg[0]] = n // rest
+    if numel(shape) != n:
+        raise ShapeError(f"{op}: shape {tuple(shape)} is invalid for input of size {n}")
+    return tuple(shape)
+
+
+def _view_strides(x, shape):
+    """Strides that view x's memory as `shape`, or None when a copy is needed (the rule torch's view uses:
+    every run of new dims must map onto one run of old dims that is contiguous within itself)."""
+    if x.is_contiguous() or x.numel() == 0 or x.ndim == 0:
+        return contiguous_strides(shape)
+    old_shape, old_strides = x.shape, x._strides
+    new_strides = [0] * len(shape)
+    vd = len(shape) - 1
+    base = old_strides[-1]
+    t_numel = v_numel = 1
+    for td in range(len(old_shape) - 1, -1, -1):
+        t_numel *= old_shape[td]
+        if td == 0 or (old_shape[td - 1] != 1 and old_strides[td - 1] != t_numel * base):
+            while vd >= 0 and (v_numel < t_numel or shape[vd] == 1):
+                new_strides[vd] = v_numel * base
+                v_numel *= shape[vd]
+                vd -= 1
+            if v_numel != t_numel:
+                return None
+            if td > 0:
+                base = old_strides[td - 1]
+                t_numel = v_numel = 1
+    if vd != -1:
+        return None
+    return tuple(new_strides)
+
+
+def view(x, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    shape = _infer_shape(shape, x.numel(), "view")
+    strides = _view_strides(x, shape)
+    if strides is None:
+        raise ShapeError(
+            f"view: shape {shape} is not compatible with the input's size {x.shape} and strides {x._strides}; "
+            "use .reshape(...) (which copies when it must)"
+        )
+    return record(VIEW, (x,), (shape, strides, 0), [(shape, x.dtype)], x.device)[0]
+
+
+def reshape(x, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    shape = _infer_shape(shape, x.numel(), "reshape")
+    if shape == x.shape:
+        return x
+    strides = _view_strides(x, shape)
+    if strides is None:
+        x = contiguous(x)
+        strides = contiguous_strides(shape)
+    return record(VIEW, (x,), (shape, strides, 0), [(shape, x.dtype)], x.device)[0]

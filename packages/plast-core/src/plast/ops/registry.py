@@ -1,0 +1,51 @@
+"""The op table: one row per op (DESIGN §4).
+
+A row holds everything the engine needs about an op: its name, its kernel for each device, its backward rule
+(written in plast ops, returning one gradient per input, None where there is none), and whether fusion may merge
+it into a neighbour. Shape and dtype rules run in the op layer (ops/*.py) at the user's call, so errors point at
+the user's line.
+
+Kernel contract: ``kernel(node, inputs, outputs)`` where `inputs` are realized Tensors and `outputs` are
+Tensors whose storage the engine has allocated (contiguous). A *view* row has ``view=True`` and its kernel
+returns ``(storage, strides, offset)`` for its single output instead of writing one.
+"""
+
+OPS = {}
+
+
+class OpDef:
+    __slots__ = ("name", "kernels", "backward", "fusible", "view", "n_outputs")
+
+    def __init__(self, name, kernels=None, backward=None, fusible=False, view=False, n_outputs=1):
+        self.name = name
+        self.kernels = dict(kernels or {})
+        self.backward = backward
+        self.fusible = fusible
+        self.view = view
+        self.n_outputs = n_outputs
+
+    def __repr__(self):
+        devs = ",".join(sorted(self.kernels))
+        return f"<op {self.name} [{devs}]{' view' if self.view else ''}{' fusible' if self.fusible else ''}>"
+
+
+def register(name, *, cpu=None, backward=None, fusible=False, view=False, n_outputs=1):
+    if name in OPS:
+        raise ValueError(f"op {name!r} is registered twice")
+    op = OpDef(name, {"cpu": cpu} if cpu else {}, backward, fusible, view, n_outputs)
+    OPS[name] = op
+    return op
+
+
+def table():
+    """Rows of the op table as dicts (for docs and the closing notes)."""
+    return [
+        {
+            "op": op.name,
+            "devices": sorted(op.kernels),
+            "backward": op.backward is not None,
+            "fusible": op.fusible,
+            "view": op.view,
+        }
+        for op in OPS.values()
+    ]

@@ -1,0 +1,357 @@
+"""Tensor: a thin face over the op layer (DESIGN §2).
+
+A tensor knows its shape, dtype and device at once; its value is computed when something reads it. Memory comes
+from the arenas (DESIGN §3): `_storage` is a Storage (or None while unrealized), `_strides` and `_offset` are in
+elements.
+"""
+
+import numpy as np
+
+from . import _arenas, dtypes
+from .devices import CPU
+from .engine import autograd_state
+from .engine.realize import realize
+from .errors import JitError
+from .ops import elementwise as E
+from .ops import movement as M
+from .ops.shapes import contiguous_strides, numel
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple, printed as torch prints it."""
+
+    def __repr__(self):
+        return f"plast.Size([{', '.join(map(str, self))}])"
+
+    def numel(self):
+        return numel(self)
+
+
+class Tensor:
+    __slots__ = (
+        "_shape",
+        "_strides",
+        "_offset",
+        "dtype",
+        "device",
+        "_storage",
+        "_node",
+        "_index",
+        "requires_grad",
+        "grad",
+        "_version",
+        "_retains_grad",
+        "_hooks",
+        "__weakref__",
+    )
+
+    # NOTE: numpy must defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
+    __array_priority__ = 1000
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("create tensors with plast.tensor(...), plast.zeros(...), plast.from_numpy(...) etc.")
+
+    @classmethod
+    def _lazy(cls, shape, dtype, device, node, index=0):
+        t = object.__new__(cls)
+        t._shape = Size(shape)
+        t._strides = contiguous_strides(shape)
+        t._offset = 0
+        t.dtype = dtype
+        t.device = device
+        t._storage = None
+        t._node = node
+        t._index = index
+        t.requires_grad = False
+        t.grad = None
+        t._version = 0
+        t._retains_grad = False
+        t._hooks = None
+        return t
+
+    @classmethod
+    def _from_storage(cls, storage, shape, dtype, device=CPU, strides=None, offset=0):
+        t = cls._lazy(shape, dtype, device, None)
+        t._storage = storage
+        if strides is not None:
+            t._strides = tuple(strides)
+        t._offset = offset
+        return t
+
+    # ---- metadata ----
+    @property
+    def shape(self):
+        return self._shape
+
+    def size(self, dim=None):
+        if dim is None:
+            return self._shape
+        from .ops.shapes import norm_dim
+
+        return self._shape[norm_dim(dim, self.ndim, "size")]
+
+    @property
+    def ndim(self):
+        return len(self._shape)
+
+    def dim(self):
+        return len(self._shape)
+
+    def numel(self):
+        return numel(self._shape)
+
+    def stride(self, dim=None):
+        return self._strides if dim is None else self._strides[dim]
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    def is_contiguous(self):
+        expected = 1
+        for s, st in zip(reversed(self._shape), reversed(self._strides)):
+            if s != 1 and st != expected:
+                return False
+            expected *= s
+        return True
+
+    @property
+    def is_leaf(self):
+        return self._node is None or not self.requires_grad or not self._node.needs_grad
+
+    @property
+    def grad_fn(self):
+        n = self._node
+        return n if n is not None and n.needs_grad else None
+
+    @property
+    def is_realized(self):
+        return self._storage is not None
+
+    def __len__(self):
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    # ---- values ----
+    def _realized(self):
+        if self._storage is None:
+            from .engine.jit import tracing
+
+            if tracing():
+                raise JitError(
+                    "reading a tensor's value inside a @plast.jit function is not allowed: the value does not "
+                    "exist while tracing. Return the tensor and read it after the call."
+                )
+            realize([self])
+        self._storage.check()
+        return self
+
+    def _np_array(self):
+        """A numpy array holding this tensor's values: a zero-copy view for persistent or borrowed memory,
+        a copy for transient memory (which a reset may hand to someone else)."""
+        from .backends.cpu.kernels import np_view
+
+        self._realized()
+        if self.device.type != "cpu":
+            raise TypeError(f"can't convert a {self.device.type} tensor to numpy; call .cpu() first")
+        arr = np_view(self)
+        st = self._storage
+        if st.arena is not None and st.arena.transient:
+            return arr.copy()
+        return arr
+
+    def numpy(self, *, force=False):
+        """The values as a numpy array (sharing memory when the tensor is persistent, like torch)."""
+        if self.requires_grad and not force:
+            raise RuntimeError("can't call numpy() on a tensor that requires grad; use .detach().numpy()")
+        return self._np_array()
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self._np_array()
+        if dtype is not None:
+            arr = arr.astype(dtype, copy=False)
+        return arr.copy() if copy else arr
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item(): only a tensor with one element can be converted to a Python number, "
+                             f"this one has shape {tuple(self._shape)}")
+        return self._np_array().reshape(()).item()
+
+    def tolist(self):
+        return self._np_array().tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous")
+        return bool(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __repr__(self):
+        if self._storage is not None and self._storage.is_stale:
+            return f"tensor(<stale: freed by reset_transient_arenas()>, shape={tuple(self._shape)}, dtype={self.dtype})"
+        arr = self._np_array()
+        body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4, threshold=1000)
+        extras = []
+        if self.dtype not in (dtypes.float32, dtypes.int64, dtypes.bool_):
+            extras.append(f"dtype={self.dtype}")
+        if self.device.type != "cpu":
+            extras.append(f"device='{self.device}'")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.op.name}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        if self.numel() == 0:
+            extras.insert(0, f"size={tuple(self._shape)}")
+        return f"tensor({body}{''.join(', ' + e for e in extras)})"
+
+    __str__ = __repr__
+
+    # ---- casts and copies ----
+    def to(self, *args, dtype=None, device=None, copy=False):
+        for a in args:
+            if isinstance(a, (dtypes.dtype, type)) or (isinstance(a, str) and a in ("float32", "float64", "int64", "int32", "bool")):
+                dtype = a
+            elif isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            else:
+                device = a
+        out = self
+        if device is not None:
+            from .devices import as_device
+
+            dev = as_device(device)
+            if dev != self.device:
+                raise NotImplementedError(
+                    f"moving tensors to {dev} comes with the CUDA backend; only the CPU exists now"
+                )
+        if dtype is not None:
+            out = M.cast(out, dtype)
+        if copy and out is self:
+            out = M.clone(self)
+        return out
+
+    def float(self):
+        return M.cast(self, dtypes.float32)
+
+    def double(self):
+        return M.cast(self, dtypes.float64)
+
+    def long(self):
+        return M.cast(self, dtypes.int64)
+
+    def int(self):
+        return M.cast(self, dtypes.int32)
+
+    def bool(self):
+        return M.cast(self, dtypes.bool_)
+
+    def cpu(self):
+        return self
+
+    def contiguous(self):
+        return M.contiguous(self)
+
+    def clone(self):
+        return M.clone(self)
+
+    def detach(self):
+        """A tensor sharing this one's value that is cut from the graph (no grad)."""
+        self._realized()
+        return Tensor._from_storage(self._storage, self._shape, self.dtype, self.device, self._strides, self._offset)
+
+    def view(self, *shape):
+        return M.view(self, *shape)
+
+    def reshape(self, *shape):
+        return M.reshape(self, *shape)
+
+    # ---- arithmetic ----
+    def __add__(self, o):
+        return E.add(self, o)
+
+    def __radd__(self, o):
+        return E.add(o, self)
+
+    def __sub__(self, o):
+        return E.sub(self, o)
+
+    def __rsub__(self, o):
+        return E.sub(o, self)
+
+    def __mul__(self, o):
+        return E.mul(self, o)
+
+    def __rmul__(self, o):
+        return E.mul(o, self)
+
+    def __truediv__(self, o):
+        return E.div(self, o)
+
+    def __rtruediv__(self, o):
+        return E.div(o, self)
+
+    def __neg__(self):
+        return E.neg(self)
+
+    def __pos__(self):
+        return self
+
+    add = __add__
+    sub = __sub__
+    mul = __mul__
+    div = __truediv__
+    neg = __neg__
+
+    # ---- autograd ----
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and not self.dtype.is_floating_point:
+            raise RuntimeError(f"only floating point tensors can require gradients, this one is {self.dtype}")
+        if self._node is not None and self._node.needs_grad and not requires_grad:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables")
+        self.requires_grad = requires_grad
+        return self
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .engine import autograd
+
+        autograd.backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+    def retain_grad(self):
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False")
+        self._retains_grad = True
+
+    # A Python scalar and a tensor must never hash alike by value; tensors hash by identity, like torch.
+    __hash__ = object.__hash__
+
+
+_SCALAR_CACHE = {}
+
+
+def scalar_tensor(value, dtype, device):
+    """A 0-d constant in persistent memory, shared by every op that uses the same (value, dtype, device)."""
+    key = (type(value), value, dtype.code, str(device))
+    t = _SCALAR_CACHE.get(key)
+    if t is None:
+        if len(_SCALAR_CACHE) > 4096:
+            _SCALAR_CACHE.clear()
+        st = _arenas.persistent(device.type).new(dtype.itemsize)
+        t = Tensor._from_storage(st, (), dtype, device)
+        np.frombuffer(st, dtype=dtype.np, count=1)[0] = value
+        _SCALAR_CACHE[key] = t
+    return t
+
+
+def _grad_mode():
+    return autograd_state.grad_enabled
