@@ -1,0 +1,18 @@
+import numpy as np
+import pytest
+
+from plast.backends.cpu import _runtime
+
+
+@pytest.fixture
+def simd_paths():
+    """Every SIMD path this CPU supports; restores the original path and thread count afterwards."""
+    old_simd, old_threads = _runtime.get_simd(), _runtime.get_num_threads()
+    yield list(_runtime.simd_available())
+    _runtime.set_simd(old_simd)
+    _runtime.set_num_threads(old_threads)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
