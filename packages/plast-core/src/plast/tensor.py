@@ -270,6 +270,41 @@ class Tensor:
         self._realized()
         return Tensor._from_storage(self._storage, self._shape, self.dtype, self.device, self._strides, self._offset)
 
+    def sum(self, dim=None, keepdim=False, *, dtype=None):
+        from .ops.reduce import sum as _sum
+
+        return _sum(self, dim, keepdim, dtype=dtype)
+
+    def mean(self, dim=None, keepdim=False, *, dtype=None):
+        from .ops.reduce import mean as _mean
+
+        return _mean(self, dim, keepdim, dtype=dtype)
+
+    def permute(self, *dims):
+        return M.permute(self, *dims)
+
+    def transpose(self, dim0, dim1):
+        return M.transpose(self, dim0, dim1)
+
+    @property
+    def T(self):
+        return M.permute(self, tuple(range(self.ndim - 1, -1, -1)))
+
+    @property
+    def mT(self):
+        return M.transpose(self, -2, -1)
+
+    def expand(self, *shape):
+        return M.expand(self, *shape)
+
+    def register_hook(self, hook):
+        """Call hook(grad) when this tensor's gradient is computed; a returned tensor replaces the grad."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(hook)
+
     def view(self, *shape):
         return M.view(self, *shape)
 

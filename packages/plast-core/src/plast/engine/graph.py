@@ -33,6 +33,12 @@ def record(op, inputs, args, specs, device):
     node = Node(op, inputs, args, specs)
     outs = [Tensor._lazy(shape, dtype, device, node, i) for i, (shape, dtype) in enumerate(specs)]
     node.outputs = [weakref.ref(o) for o in outs]
+    if op.view:
+        # A view's layout is known now (args end with strides, offset), so ops recorded on it before it is
+        # realized see its real strides.
+        o = outs[0]
+        o._strides = args[-2]
+        o._offset = inputs[0]._offset + args[-1]
     if autograd_state.grad_enabled and op.backward is not None:
         for t in inputs:
             if t.requires_grad:

@@ -25,6 +25,11 @@ def schedule(targets):
         if nid in seen:
             continue
         seen.add(nid)
+        if node.inputs is None:
+            raise RuntimeError(
+                f"this tensor's value can't be computed any more: the graph that produces it ({node.op.name}) was "
+                "freed by backward(). Read values before backward, or pass retain_graph=True"
+            )
         stack.append((node, True))
         for inp in node.inputs:
             if inp._storage is None and inp._node is not None and id(inp._node) not in seen:

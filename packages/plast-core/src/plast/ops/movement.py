@@ -112,3 +112,83 @@ def reshape(x, *shape):
         x = contiguous(x)
         strides = contiguous_strides(shape)
     return record(VIEW, (x,), (shape, strides, 0), [(shape, x.dtype)], x.device)[0]
+
+
+def _expand_bw(node, g):
+    from .reduce import sum_to_shape
+
+    return (sum_to_shape(g, node.inputs[0].shape),)
+
+
+EXPAND = register("expand", cpu=cpu.view, backward=_expand_bw, view=True)
+
+
+def expand(x, *shape):
+    """A view of x repeated along size-1 dims (no copy); -1 keeps a dim."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    if len(shape) < x.ndim:
+        raise ShapeError(f"expand: target shape {tuple(shape)} has fewer dims than the input {tuple(x.shape)}")
+    pad = len(shape) - x.ndim
+    out_shape, strides = [], []
+    for i, s in enumerate(shape):
+        if i < pad:
+            if s < 0:
+                raise ShapeError(f"expand: -1 is not allowed for a new leading dim, got {tuple(shape)}")
+            out_shape.append(s)
+            strides.append(0)
+            continue
+        d, st = x.shape[i - pad], x._strides[i - pad]
+        if s == -1:
+            s = d
+        if d == s:
+            out_shape.append(s)
+            strides.append(st)
+        elif d == 1:
+            out_shape.append(s)
+            strides.append(0)
+        else:
+            raise ShapeError(
+                f"expand: the size of dim {i} ({d}) must match {s} or be 1; input {tuple(x.shape)}, "
+                f"target {tuple(shape)}"
+            )
+    out_shape = tuple(out_shape)
+    if out_shape == x.shape:
+        return x
+    return record(EXPAND, (x,), (out_shape, tuple(strides), 0), [(out_shape, x.dtype)], x.device)[0]
+
+
+def _permute_bw(node, g):
+    perm = node.args[0]
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return (permute(g, tuple(inv)),)
+
+
+PERMUTE = register("permute", cpu=cpu.view, backward=_permute_bw, view=True)
+
+
+def permute(x, *dims):
+    """A view with dims reordered (no copy)."""
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    from .shapes import norm_dim
+
+    perm = tuple(norm_dim(d, x.ndim, "permute") for d in dims)
+    if len(perm) != x.ndim or sorted(perm) != list(range(x.ndim)):
+        raise ShapeError(f"permute: dims {tuple(dims)} are not a permutation of {x.ndim} dims")
+    if perm == tuple(range(x.ndim)):
+        return x
+    shape = tuple(x.shape[p] for p in perm)
+    strides = tuple(x._strides[p] for p in perm)
+    return record(PERMUTE, (x,), (perm, strides, 0), [(shape, x.dtype)], x.device)[0]
+
+
+def transpose(x, dim0, dim1):
+    from .shapes import norm_dim
+
+    d0, d1 = norm_dim(dim0, x.ndim, "transpose"), norm_dim(dim1, x.ndim, "transpose")
+    perm = list(range(x.ndim))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return permute(x, tuple(perm))

@@ -1,0 +1,98 @@
+"""Ops implemented so far, forward and backward, against torch 2.13 (CPU)."""
+
+import numpy as np
+import pytest
+
+from helpers import helper_test_op
+
+torch = pytest.importorskip("torch")
+
+BROADCASTS = [
+    ((3, 4), (3, 4)),
+    ((3, 4), (4,)),
+    ((2, 1, 5), (3, 1)),
+    ((1,), (4, 3)),
+    ((0, 3), (3,)),
+    ((), (2, 2)),
+    ((1, 1), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shapes", BROADCASTS)
+@pytest.mark.parametrize("fn", [lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b,
+                                lambda a, b: a / (b * b + 0.5)],
+                         ids=["add", "sub", "mul", "div"])
+def test_binary(shapes, fn, dtype):
+    helper_test_op(shapes, fn, dtype=dtype)
+
+
+@pytest.mark.parametrize("fn", [lambda a: -a, lambda a: a * 3 - 1, lambda a: 2 / (a * a + 1), lambda a: 1 - a],
+                         ids=["neg", "scalar_ops", "rdiv", "rsub"])
+def test_unary_and_scalar(fn):
+    helper_test_op([(4, 5)], fn)
+
+
+@pytest.mark.parametrize("dims", [None, 0, 1, -1, (0, 2)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_mean(dims, keepdim):
+    def ps(a):
+        return a.sum(dims, keepdim=keepdim) if dims is not None else a.sum()
+
+    def pm(a):
+        return a.mean(dims, keepdim=keepdim) if dims is not None else a.mean()
+
+    if dims is None and keepdim:
+        pytest.skip("torch's sum() without dim has no keepdim")
+    helper_test_op([(3, 4, 5)], ps)
+    helper_test_op([(3, 4, 5)], pm)
+
+
+def test_non_contiguous_inputs():
+    helper_test_op([(4, 6), (6, 4)], lambda a, b: a.T * b + b, transform=None)
+    helper_test_op([(3, 4, 5)], lambda a: (a.permute(2, 0, 1) * 2).sum(1))
+    helper_test_op([(3, 4, 5), (5, 4, 3)], lambda a, b: a.transpose(0, 2) + b)
+    helper_test_op([(3, 4)], lambda a: a.T.reshape(12) * 1.5)  # reshape of a transpose copies
+    helper_test_op([(3, 1, 4)], lambda a: a.expand(3, 5, 4) * a)
+
+
+def test_views_share_gradient():
+    helper_test_op([(2, 6)], lambda a: a.view(3, 4).T.reshape(-1, 2) * a.reshape(6, 2))
+
+
+def test_gradient_accumulates_and_retain_graph():
+    import plast
+
+    x = plast.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    assert x.grad.tolist() == [4.0, 8.0]
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
+
+
+def test_backward_errors():
+    import plast
+
+    x = plast.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="scalar outputs"):
+        (x * 2).backward()
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        plast.tensor([1.0]).sum().backward()
+    with plast.no_grad():
+        z = x * 2
+    assert not z.requires_grad
+
+
+def test_autograd_grad_and_hooks():
+    import plast
+
+    x = plast.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * x
+    seen = []
+    y.register_hook(lambda g: seen.append(g.tolist()))
+    (gx,) = plast.autograd.grad((y * 2).sum(), x)
+    assert gx.tolist() == [4.0, 8.0, 12.0]
+    assert seen == [[2.0, 2.0, 2.0]]
+    assert x.grad is None
