@@ -96,3 +96,57 @@ def test_autograd_grad_and_hooks():
     assert gx.tolist() == [4.0, 8.0, 12.0]
     assert seen == [[2.0, 2.0, 2.0]]
     assert x.grad is None
+
+
+UNARY = {
+    "exp": (lambda a: a.exp(), -2, 2),
+    "log": (lambda a: a.log(), 0.1, 3),
+    "log1p": (lambda a: a.log1p(), -0.5, 3),
+    "sqrt": (lambda a: a.sqrt(), 0.1, 3),
+    "rsqrt": (lambda a: a.rsqrt(), 0.1, 3),
+    "sin": (lambda a: a.sin(), -3, 3),
+    "cos": (lambda a: a.cos(), -3, 3),
+    "tanh": (lambda a: a.tanh(), -3, 3),
+    "sigmoid": (lambda a: a.sigmoid(), -5, 5),
+    "abs": (lambda a: a.abs(), -2, 2),
+    "relu": (lambda a: a.relu(), -2, 2),
+    "erf": (lambda a: a.erf(), -2, 2),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_ops(name, dtype):
+    fn, lo, hi = UNARY[name]
+    helper_test_op([(4, 7)], fn, dtype=dtype, low=lo, high=hi)
+    helper_test_op([(7, 4)], lambda a: fn(a.T), dtype=dtype, low=lo, high=hi)  # non-contiguous input
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_silu(approximate):
+    import plast
+
+    helper_test_op([(5, 6)], lambda a: plast.gelu(a, approximate) if isinstance(a, plast.Tensor)
+                   else torch.nn.functional.gelu(a, approximate=approximate), low=-4, high=4)
+    helper_test_op([(5, 6)], lambda a: plast.silu(a) if isinstance(a, plast.Tensor) else torch.nn.functional.silu(a))
+
+
+MATMULS = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
+           ((2, 1, 3, 4), (5, 4, 2)), ((0, 4), (4, 3)), ((3, 0), (0, 2))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shapes", MATMULS)
+def test_matmul(shapes, dtype):
+    helper_test_op(shapes, lambda a, b: a @ b, dtype=dtype)
+
+
+def test_matmul_transposed_and_int_promotion():
+    import plast
+
+    helper_test_op([(5, 3), (4, 5)], lambda a, b: a.T @ b.T)
+    x = plast.tensor([[0, 1], [1, 0]])
+    w = plast.tensor([[2.0], [3.0]])
+    assert (x @ w).dtype == plast.float32 and (x @ w).tolist() == [[3.0], [2.0]]
+    with pytest.raises(plast.ShapeError, match="cannot be multiplied"):
+        plast.ones(2, 3) @ plast.ones(4, 2)

@@ -60,6 +60,8 @@ from .engine.jit import jit  # noqa: E402
 from .ops.elementwise import add, div, mul, neg, sub  # noqa: E402
 from .ops.movement import clone, expand, permute, reshape, transpose  # noqa: E402
 from .ops.reduce import mean, sum  # noqa: E402,A004
+from .ops.linalg import matmul  # noqa: E402
+from .ops.unary import abs, cos, erf, exp, gelu, log, log1p, relu, rsqrt, sigmoid, sign, silu, sin, sqrt, tanh  # noqa: E402,A004
 from . import autograd  # noqa: E402
 from .engine.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from .random import (  # noqa: E402

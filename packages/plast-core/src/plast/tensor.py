@@ -280,6 +280,36 @@ class Tensor:
 
         return _mean(self, dim, keepdim, dtype=dtype)
 
+    def _unary(name):
+        def method(self):
+            from .ops import unary
+
+            return getattr(unary, name)(self)
+
+        method.__name__ = name
+        return method
+
+    exp = _unary("exp")
+    log = _unary("log")
+    log1p = _unary("log1p")
+    sqrt = _unary("sqrt")
+    rsqrt = _unary("rsqrt")
+    sin = _unary("sin")
+    cos = _unary("cos")
+    tanh = _unary("tanh")
+    sigmoid = _unary("sigmoid")
+    abs = _unary("abs")
+    __abs__ = abs
+    sign = _unary("sign")
+    relu = _unary("relu")
+    erf = _unary("erf")
+    del _unary
+
+    def matmul(self, o):
+        from .ops.linalg import matmul
+
+        return matmul(self, o)
+
     def permute(self, *dims):
         return M.permute(self, *dims)
 
@@ -335,6 +365,16 @@ class Tensor:
 
     def __rtruediv__(self, o):
         return E.div(o, self)
+
+    def __matmul__(self, o):
+        from .ops.linalg import matmul
+
+        return matmul(self, o)
+
+    def __rmatmul__(self, o):
+        from .ops.linalg import matmul
+
+        return matmul(o, self)
 
     def __neg__(self):
         return E.neg(self)

@@ -81,3 +81,37 @@ def sum_(node, inputs, outputs):
     dims, keepdim = node.args
     x = np_view(inputs[0])
     np_view(outputs[0])[...] = np.sum(x, axis=dims, keepdims=keepdim, dtype=outputs[0].dtype.np)
+
+
+def _erf(x):
+    from math import erf
+
+    return np.vectorize(erf, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
+# Unary ops as numpy expressions writing into arena memory. NOTE: these are the correctness baseline; the
+# vectorized C versions (issue: "CPU kernels at hardware speed") replace them op by op.
+UNARY = {
+    "exp": np.exp,
+    "log": np.log,
+    "log1p": np.log1p,
+    "sqrt": np.sqrt,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "abs": np.abs,
+    "sign": np.sign,
+    "relu": lambda x: np.maximum(x, 0, dtype=x.dtype),
+    "sigmoid": lambda x: (0.5 * (1 + np.tanh(0.5 * x))).astype(x.dtype, copy=False),
+    "erf": _erf,
+}
+
+
+def unary(node, inputs, outputs):
+    out = np_view(outputs[0])
+    out[...] = UNARY[node.op.name](np_view(inputs[0]))
+
+
+def matmul_nd(node, inputs, outputs):
+    a, b = (np_view(t) for t in inputs)
+    np.matmul(a, b, out=np_view(outputs[0]))

@@ -1,0 +1,117 @@
+"""Unary elementwise ops: rows of the op table with their backward rules."""
+
+import math
+
+from ..backends.cpu import kernels as cpu
+from ..engine.graph import record
+from . import movement
+from .elementwise import add, div, mul, sub
+from .registry import register
+
+
+def _unary(op, x):
+    if not x.dtype.is_floating_point and op.name not in ("abs", "sign", "relu"):
+        from .. import dtypes
+
+        x = movement.cast(x, dtypes.float32)
+    return record(op, (x,), (), [(x.shape, x.dtype)], x.device)[0]
+
+
+def _out(node):
+    """The op's own output (to reuse in backward, e.g. exp' = exp); recomputed if the caller dropped it."""
+    t = node.outputs[0]()
+    if t is None:
+        t = record(node.op, node.inputs, node.args, node.specs, node.inputs[0].device)[0]
+    return t
+
+
+def _bw(fn):
+    return lambda node, g: (fn(node, node.inputs[0], g),)
+
+
+EXP = register("exp", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, _out(n))))
+LOG = register("log", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: div(g, x)))
+LOG1P = register("log1p", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: div(g, add(x, 1.0))))
+SQRT = register("sqrt", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: div(g, mul(_out(n), 2.0))))
+SIN = register("sin", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, cos(x))))
+COS = register("cos", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, mul(sin(x), -1.0))))
+TANH = register(
+    "tanh", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, sub(1.0, mul(_out(n), _out(n)))))
+)
+SIGMOID = register(
+    "sigmoid", cpu=cpu.unary, fusible=True,
+    backward=_bw(lambda n, x, g: mul(g, mul(_out(n), sub(1.0, _out(n))))),
+)
+ABS = register("abs", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, sign(x))))
+SIGN = register("sign", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: None))
+RELU = register("relu", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, sign(_out(n)))))
+ERF = register(
+    "erf", cpu=cpu.unary, fusible=True,
+    backward=_bw(lambda n, x, g: mul(g, mul(exp(mul(mul(x, x), -1.0)), 2.0 / math.sqrt(math.pi)))),
+)
+
+
+def exp(x):
+    return _unary(EXP, x)
+
+
+def log(x):
+    return _unary(LOG, x)
+
+
+def log1p(x):
+    return _unary(LOG1P, x)
+
+
+def sqrt(x):
+    return _unary(SQRT, x)
+
+
+def rsqrt(x):
+    return div(1.0, sqrt(x))
+
+
+def sin(x):
+    return _unary(SIN, x)
+
+
+def cos(x):
+    return _unary(COS, x)
+
+
+def tanh(x):
+    return _unary(TANH, x)
+
+
+def sigmoid(x):
+    return _unary(SIGMOID, x)
+
+
+def abs(x):  # noqa: A001
+    return _unary(ABS, x)
+
+
+def sign(x):
+    return _unary(SIGN, x)
+
+
+def relu(x):
+    return _unary(RELU, x)
+
+
+def erf(x):
+    return _unary(ERF, x)
+
+
+def silu(x):
+    return mul(x, sigmoid(x))
+
+
+def gelu(x, approximate="none"):
+    """GELU with the exact erf form (default) or torch's tanh approximation (approximate="tanh")."""
+    if approximate == "tanh":
+        inner = mul(add(x, mul(mul(mul(x, x), x), 0.044715)), math.sqrt(2.0 / math.pi))
+        return mul(mul(x, 0.5), add(tanh(inner), 1.0))
+    if approximate != "none":
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return mul(mul(x, 0.5), add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0))
