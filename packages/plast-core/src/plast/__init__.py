@@ -57,11 +57,6 @@ from .errors import (  # noqa: E402
     StaleTensorError,
 )
 from .engine.jit import jit  # noqa: E402
-from .ops.elementwise import add, div, mul, neg, sub  # noqa: E402
-from .ops.movement import clone, expand, permute, reshape, transpose  # noqa: E402
-from .ops.reduce import mean, sum  # noqa: E402,A004
-from .ops.linalg import matmul  # noqa: E402
-from .ops.unary import abs, cos, erf, exp, gelu, log, log1p, relu, rsqrt, sigmoid, sign, silu, sin, sqrt, tanh  # noqa: E402,A004
 from . import autograd  # noqa: E402
 from .engine.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from .random import (  # noqa: E402
@@ -73,6 +68,11 @@ from .random import (  # noqa: E402
     set_rng_state,
 )
 from .tensor import Size, Tensor  # noqa: E402
+
+# Every op family's public functions (plast.add, plast.matmul, plast.softmax, ...): see plast/ops/__init__.py.
+from .ops import public_api as _public_api  # noqa: E402
+
+globals().update(_public_api())
 
 float = float32  # noqa: A001
 double = float64

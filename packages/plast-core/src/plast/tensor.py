@@ -12,7 +12,6 @@ from .devices import CPU
 from .engine import autograd_state
 from .engine.realize import realize
 from .errors import JitError
-from .ops import elementwise as E
 from .ops import movement as M
 from .ops.shapes import contiguous_strides, numel
 
@@ -259,73 +258,10 @@ class Tensor:
     def cpu(self):
         return self
 
-    def contiguous(self):
-        return M.contiguous(self)
-
-    def clone(self):
-        return M.clone(self)
-
     def detach(self):
         """A tensor sharing this one's value that is cut from the graph (no grad)."""
         self._realized()
         return Tensor._from_storage(self._storage, self._shape, self.dtype, self.device, self._strides, self._offset)
-
-    def sum(self, dim=None, keepdim=False, *, dtype=None):
-        from .ops.reduce import sum as _sum
-
-        return _sum(self, dim, keepdim, dtype=dtype)
-
-    def mean(self, dim=None, keepdim=False, *, dtype=None):
-        from .ops.reduce import mean as _mean
-
-        return _mean(self, dim, keepdim, dtype=dtype)
-
-    def _unary(name):
-        def method(self):
-            from .ops import unary
-
-            return getattr(unary, name)(self)
-
-        method.__name__ = name
-        return method
-
-    exp = _unary("exp")
-    log = _unary("log")
-    log1p = _unary("log1p")
-    sqrt = _unary("sqrt")
-    rsqrt = _unary("rsqrt")
-    sin = _unary("sin")
-    cos = _unary("cos")
-    tanh = _unary("tanh")
-    sigmoid = _unary("sigmoid")
-    abs = _unary("abs")
-    __abs__ = abs
-    sign = _unary("sign")
-    relu = _unary("relu")
-    erf = _unary("erf")
-    del _unary
-
-    def matmul(self, o):
-        from .ops.linalg import matmul
-
-        return matmul(self, o)
-
-    def permute(self, *dims):
-        return M.permute(self, *dims)
-
-    def transpose(self, dim0, dim1):
-        return M.transpose(self, dim0, dim1)
-
-    @property
-    def T(self):
-        return M.permute(self, tuple(range(self.ndim - 1, -1, -1)))
-
-    @property
-    def mT(self):
-        return M.transpose(self, -2, -1)
-
-    def expand(self, *shape):
-        return M.expand(self, *shape)
 
     def register_hook(self, hook):
         """Call hook(grad) when this tensor's gradient is computed; a returned tensor replaces the grad."""
@@ -334,59 +270,6 @@ class Tensor:
         if self._hooks is None:
             self._hooks = []
         self._hooks.append(hook)
-
-    def view(self, *shape):
-        return M.view(self, *shape)
-
-    def reshape(self, *shape):
-        return M.reshape(self, *shape)
-
-    # ---- arithmetic ----
-    def __add__(self, o):
-        return E.add(self, o)
-
-    def __radd__(self, o):
-        return E.add(o, self)
-
-    def __sub__(self, o):
-        return E.sub(self, o)
-
-    def __rsub__(self, o):
-        return E.sub(o, self)
-
-    def __mul__(self, o):
-        return E.mul(self, o)
-
-    def __rmul__(self, o):
-        return E.mul(o, self)
-
-    def __truediv__(self, o):
-        return E.div(self, o)
-
-    def __rtruediv__(self, o):
-        return E.div(o, self)
-
-    def __matmul__(self, o):
-        from .ops.linalg import matmul
-
-        return matmul(self, o)
-
-    def __rmatmul__(self, o):
-        from .ops.linalg import matmul
-
-        return matmul(o, self)
-
-    def __neg__(self):
-        return E.neg(self)
-
-    def __pos__(self):
-        return self
-
-    add = __add__
-    sub = __sub__
-    mul = __mul__
-    div = __truediv__
-    neg = __neg__
 
     # ---- autograd ----
     def requires_grad_(self, requires_grad=True):
@@ -430,3 +313,9 @@ def scalar_tensor(value, dtype, device):
 
 def _grad_mode():
     return autograd_state.grad_enabled
+
+
+# Op methods (t.sum(), t + u, t.view(...)) live with their ops; see plast/ops/__init__.py.
+from .ops import install_tensor_methods  # noqa: E402
+
+install_tensor_methods(Tensor)

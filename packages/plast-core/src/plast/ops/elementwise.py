@@ -102,3 +102,32 @@ def div(a, b):
 
 def neg(a):
     return _binary("mul", a, -1)
+
+
+def _rsub(a, b):
+    return sub(b, a)
+
+
+def _rdiv(a, b):
+    return div(b, a)
+
+
+__all__ = ["add", "sub", "mul", "div", "neg"]
+
+TENSOR_METHODS = {
+    "__add__": add,
+    "__radd__": add,
+    "__sub__": sub,
+    "__rsub__": _rsub,
+    "__mul__": mul,
+    "__rmul__": mul,
+    "__truediv__": div,
+    "__rtruediv__": _rdiv,
+    "__neg__": neg,
+    "__pos__": lambda a: a,
+    "add": add,
+    "sub": sub,
+    "mul": mul,
+    "div": div,
+    "neg": neg,
+}

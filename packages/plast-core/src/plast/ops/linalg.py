@@ -51,3 +51,8 @@ def matmul(a, b):
     if squeeze_b:
         return movement.reshape(out, batch + (a.shape[-2],))
     return out
+
+
+__all__ = ["matmul"]
+
+TENSOR_METHODS = {"matmul": matmul, "__matmul__": matmul, "__rmatmul__": lambda a, b: matmul(b, a)}

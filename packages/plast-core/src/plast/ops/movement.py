@@ -192,3 +192,18 @@ def transpose(x, dim0, dim1):
     perm = list(range(x.ndim))
     perm[d0], perm[d1] = perm[d1], perm[d0]
     return permute(x, tuple(perm))
+
+
+__all__ = ["cast", "contiguous", "clone", "view", "reshape", "expand", "permute", "transpose"]
+
+TENSOR_METHODS = {
+    "contiguous": contiguous,
+    "clone": clone,
+    "view": view,
+    "reshape": reshape,
+    "expand": expand,
+    "permute": permute,
+    "transpose": transpose,
+    "T": property(lambda x: permute(x, tuple(range(x.ndim - 1, -1, -1)))),
+    "mT": property(lambda x: transpose(x, -2, -1)),
+}

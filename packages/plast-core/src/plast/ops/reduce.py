@@ -62,3 +62,8 @@ def sum_to_shape(g, shape):
     dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
     out = sum(g, dims, keepdim=True) if dims else g
     return movement.reshape(out, tuple(shape))
+
+
+__all__ = ["sum", "mean"]
+
+TENSOR_METHODS = {"sum": sum, "mean": mean}

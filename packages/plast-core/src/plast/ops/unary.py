@@ -115,3 +115,10 @@ def gelu(x, approximate="none"):
     if approximate != "none":
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return mul(mul(x, 0.5), add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0))
+
+
+__all__ = ["exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "abs", "sign", "relu", "erf",
+           "silu", "gelu"]
+
+TENSOR_METHODS = {name: globals()[name] for name in __all__ if name not in ("silu", "gelu")}
+TENSOR_METHODS["__abs__"] = abs
