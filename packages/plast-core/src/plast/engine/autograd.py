@@ -103,6 +103,17 @@ def _topo(roots):
     return order
 
 
+def _check_versions(node):
+    for i, (t, v) in enumerate(zip(node.inputs, node.versions)):
+        if t._storage is not None and t._storage.version != v:
+            raise RuntimeError(
+                f"one of the tensors needed for gradient computation has been modified by an in-place operation: "
+                f"input {i} of {node.op.name} (shape {tuple(t.shape)}, {t.dtype}) is at version "
+                f"{t._storage.version}, but backward expected version {v}. Make the in-place change on a "
+                f".clone(), or make it after backward()"
+            )
+
+
 def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None):
     """Propagate gradients from `roots`. Returns {id(tensor): grad} for leaves (or for `want` tensors)."""
     from ..creation import ones_like
@@ -180,6 +191,8 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None):
                 by_output[id(t)] = gs[i]
             if all(g is None for g in gs):
                 continue
+            if node.versions is not None:
+                _check_versions(node)
             if len(gs) == 1:
                 in_grads = node.op.backward(node, gs[0])
             else:

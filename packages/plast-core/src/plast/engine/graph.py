@@ -12,7 +12,7 @@ class Node:
     graph nobody can reach is freed by reference counting alone.
     """
 
-    __slots__ = ("op", "inputs", "args", "specs", "outputs", "needs_grad", "__weakref__")
+    __slots__ = ("op", "inputs", "args", "specs", "outputs", "needs_grad", "versions", "__weakref__")
 
     def __init__(self, op, inputs, args, specs):
         self.op = op
@@ -21,6 +21,7 @@ class Node:
         self.specs = specs  # [(shape, dtype)] per output
         self.outputs = None
         self.needs_grad = False
+        self.versions = None  # storage versions of the inputs when recorded (set when backward will need them)
 
     def __repr__(self):
         return f"<Node {self.op.name} args={self.args!r}>"
@@ -33,12 +34,6 @@ def record(op, inputs, args, specs, device):
     node = Node(op, inputs, args, specs)
     outs = [Tensor._lazy(shape, dtype, device, node, i) for i, (shape, dtype) in enumerate(specs)]
     node.outputs = [weakref.ref(o) for o in outs]
-    if op.view:
-        # A view's layout is known now (args end with strides, offset), so ops recorded on it before it is
-        # realized see its real strides.
-        o = outs[0]
-        o._strides = args[-2]
-        o._offset = inputs[0]._offset + args[-1]
     if autograd_state.grad_enabled and op.backward is not None:
         for t in inputs:
             if t.requires_grad:
@@ -46,5 +41,22 @@ def record(op, inputs, args, specs, device):
                 for o in outs:
                     if o.dtype.is_floating_point:
                         o.requires_grad = True
+                if op.saves_inputs:
+                    node.versions = tuple(0 if i._storage is None else i._storage.version for i in inputs)
                 break
+    if op.view:
+        # A view's layout is known now (args end with strides, offset), so ops recorded on it before it is
+        # realized see its real strides.
+        o = outs[0]
+        o._strides = args[-2]
+        o._offset = inputs[0]._offset + args[-1]
+        src = inputs[0]._storage
+        if src is not None:
+            # A view of a realized tensor costs nothing to realize: share the storage now, so in-place writes
+            # through the view reach the base tensor's memory (as in torch).
+            src.check()
+            o._storage = src
+            if not node.needs_grad:
+                o._node = None
+                node.inputs = ()
     return outs

@@ -13,8 +13,8 @@ def _cast_bw(node, g):
     return (cast(g, x.dtype),)
 
 
-CAST = register("cast", cpu=cpu.copy, backward=_cast_bw, fusible=True)
-COPY = register("copy", cpu=cpu.copy, backward=lambda node, g: (g,), fusible=True)
+CAST = register("cast", cpu=cpu.copy, backward=_cast_bw, fusible=True, saves_inputs=False)
+COPY = register("copy", cpu=cpu.copy, backward=lambda node, g: (g,), fusible=True, saves_inputs=False)
 
 
 def cast(x, dtype):
@@ -40,7 +40,7 @@ def _view_bw(node, g):
     return (reshape(g, x.shape),)
 
 
-VIEW = register("view", cpu=cpu.view, backward=_view_bw, view=True)
+VIEW = register("view", cpu=cpu.view, backward=_view_bw, view=True, saves_inputs=False)
 
 
 def _infer_shape(shape, n, op):
@@ -120,7 +120,7 @@ def _expand_bw(node, g):
     return (sum_to_shape(g, node.inputs[0].shape),)
 
 
-EXPAND = register("expand", cpu=cpu.view, backward=_expand_bw, view=True)
+EXPAND = register("expand", cpu=cpu.view, backward=_expand_bw, view=True, saves_inputs=False)
 
 
 def expand(x, *shape):
@@ -166,7 +166,7 @@ def _permute_bw(node, g):
     return (permute(g, tuple(inv)),)
 
 
-PERMUTE = register("permute", cpu=cpu.view, backward=_permute_bw, view=True)
+PERMUTE = register("permute", cpu=cpu.view, backward=_permute_bw, view=True, saves_inputs=False)
 
 
 def permute(x, *dims):

@@ -14,25 +14,28 @@ OPS = {}
 
 
 class OpDef:
-    __slots__ = ("name", "kernels", "backward", "fusible", "view", "n_outputs")
+    __slots__ = ("name", "kernels", "backward", "fusible", "view", "n_outputs", "saves_inputs")
 
-    def __init__(self, name, kernels=None, backward=None, fusible=False, view=False, n_outputs=1):
+    def __init__(self, name, kernels=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True):
         self.name = name
         self.kernels = dict(kernels or {})
         self.backward = backward
         self.fusible = fusible
         self.view = view
         self.n_outputs = n_outputs
+        # False when backward never reads the inputs' values (add, views, sum): in-place writes to such inputs
+        # after the op was recorded are then harmless, and autograd does not flag them.
+        self.saves_inputs = saves_inputs
 
     def __repr__(self):
         devs = ",".join(sorted(self.kernels))
         return f"<op {self.name} [{devs}]{' view' if self.view else ''}{' fusible' if self.fusible else ''}>"
 
 
-def register(name, *, cpu=None, backward=None, fusible=False, view=False, n_outputs=1):
+def register(name, *, cpu=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True):
     if name in OPS:
         raise ValueError(f"op {name!r} is registered twice")
-    op = OpDef(name, {"cpu": cpu} if cpu else {}, backward, fusible, view, n_outputs)
+    op = OpDef(name, {"cpu": cpu} if cpu else {}, backward, fusible, view, n_outputs, saves_inputs)
     OPS[name] = op
     return op
 

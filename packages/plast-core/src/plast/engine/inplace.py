@@ -1,0 +1,76 @@
+"""In-place ops (``x.add_(y)``, ``x[i] = v``, optimizer updates) on a lazy graph.
+
+An in-place op computes the new value out of place from an alias of the old one, then makes the tensor hold it:
+* A realized tensor outside any differentiable graph (a leaf, a parameter under no_grad, a detached tensor) is
+  written in its own memory, so views of it see the change and parameters keep their persistent storage. The
+  storage's version goes up; autograd refuses to use a saved input whose version moved (as torch does).
+* Otherwise (the tensor is part of a graph, or the new value requires grad) the tensor object is rebound to the
+  new node, and the old value stays what the graph saved — so backward stays correct.
+"""
+
+import weakref
+
+from . import autograd_state
+from .realize import realize
+
+
+def _alias(t):
+    """A second Tensor object for t's current value (same storage, node and layout)."""
+    from ..tensor import Tensor
+
+    a = Tensor._lazy(t._shape, t.dtype, t.device, t._node, t._index)
+    a._storage, a._strides, a._offset = t._storage, t._strides, t._offset
+    a.requires_grad = t.requires_grad
+    if t._node is not None and t._node.outputs is not None:
+        t._node.outputs[t._index] = weakref.ref(a)
+    return a
+
+
+def _undo_alias(t, a):
+    if t._node is not None and t._node.outputs is not None:
+        t._node.outputs[t._index] = weakref.ref(t)
+
+
+def apply_inplace(t, fn, opname):
+    """Make `t` hold ``fn(old value of t)`` and return t."""
+    from ..backends.cpu.kernels import np_view
+    from ..errors import ShapeError
+    from ..ops import movement
+
+    grad_on = autograd_state.grad_enabled
+    if grad_on and t.requires_grad and t.is_leaf:
+        raise RuntimeError(
+            f"{opname}: a leaf tensor that requires grad can't be modified in place while grad is enabled "
+            "(the change would be invisible to backward); wrap the update in `with plast.no_grad():`"
+        )
+    old = _alias(t)
+    try:
+        new = fn(old)
+    except BaseException:
+        _undo_alias(t, old)
+        raise
+    if tuple(new.shape) != tuple(t.shape):
+        _undo_alias(t, old)
+        raise ShapeError(
+            f"{opname}: the result has shape {tuple(new.shape)} but an in-place op can't change the shape of "
+            f"the tensor, which is {tuple(t.shape)}"
+        )
+    new = movement.cast(new, t.dtype)
+    direct = t._storage is not None and t.grad_fn is None and not new.requires_grad
+    if direct:
+        _undo_alias(t, old)
+        realize([new])
+        t._storage.check()
+        new._storage.check()
+        if t.numel():
+            np_view(t)[...] = np_view(new)
+        t._storage.version += 1
+    else:
+        # Rebind: t now is the output of new's node; the graph keeps `old` as the value it saved.
+        t._node, t._index = new._node, new._index
+        t._storage, t._strides, t._offset = new._storage, new._strides, new._offset
+        t.requires_grad = new.requires_grad
+        if new._node is not None:
+            new._node.outputs[new._index] = weakref.ref(t)
+    t._version += 1
+    return t

@@ -1,0 +1,94 @@
+"""In-place variants (``add_``, ``mul_``, ``x += y``, ``zero_``, ``fill_``, ``copy_``, ``uniform_``, ``normal_``).
+
+The mechanism is engine/inplace.py: each op here only says how the new value is computed from the old one.
+"""
+
+import numbers
+
+from .. import random
+from ..engine.inplace import apply_inplace
+from . import movement
+from .elementwise import add, div, mul, sub
+
+
+def add_(t, other, *, alpha=1):
+    return apply_inplace(t, lambda old: add(old, other, alpha=alpha), "add_")
+
+
+def sub_(t, other, *, alpha=1):
+    return apply_inplace(t, lambda old: sub(old, other, alpha=alpha), "sub_")
+
+
+def mul_(t, other):
+    return apply_inplace(t, lambda old: mul(old, other), "mul_")
+
+
+def div_(t, other):
+    if not t.dtype.is_floating_point:
+        raise RuntimeError(f"div_: the result of true division is float, which can't be stored in {t.dtype} in place")
+    return apply_inplace(t, lambda old: div(old, other), "div_")
+
+
+def fill_(t, value):
+    from ..tensor import Tensor, scalar_tensor
+
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"fill_ expects a number or a one-element tensor, got shape {tuple(value.shape)}")
+        src = movement.reshape(movement.cast(value, t.dtype), ())
+    elif isinstance(value, numbers.Number):
+        src = scalar_tensor(value, t.dtype, t.device)
+    else:
+        raise TypeError(f"fill_ expects a number, got {type(value).__name__}")
+    return apply_inplace(t, lambda old: movement.expand(src, t.shape), "fill_")
+
+
+def zero_(t):
+    return fill_(t, 0)
+
+
+def copy_(t, src):
+    """Copy src's values into t (broadcasting src to t's shape, casting to t's dtype)."""
+    from ..tensor import Tensor
+
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_ expects a tensor, got {type(src).__name__}")
+    return apply_inplace(t, lambda old: movement.expand(movement.cast(src, t.dtype), t.shape), "copy_")
+
+
+def _random_(t, kind, p1, p2, generator, opname):
+    from ..creation import empty
+
+    if not t.dtype.is_floating_point:
+        raise TypeError(f"{opname} needs a floating point tensor, got {t.dtype}")
+    fresh = empty(t.shape, dtype=t.dtype)
+    if fresh.numel():
+        random.fill(kind, fresh._storage.address, t.dtype.code, fresh.numel(), p1, p2, generator)
+    return apply_inplace(t, lambda old: fresh, opname)
+
+
+def uniform_(t, a=0.0, b=1.0, *, generator=None):
+    return _random_(t, "uniform", float(a), float(b), generator, "uniform_")
+
+
+def normal_(t, mean=0.0, std=1.0, *, generator=None):
+    return _random_(t, "normal", float(mean), float(std), generator, "normal_")
+
+
+__all__ = []
+
+TENSOR_METHODS = {
+    "add_": add_,
+    "sub_": sub_,
+    "mul_": mul_,
+    "div_": div_,
+    "fill_": fill_,
+    "zero_": zero_,
+    "copy_": copy_,
+    "uniform_": uniform_,
+    "normal_": normal_,
+    "__iadd__": add_,
+    "__isub__": sub_,
+    "__imul__": mul_,
+    "__itruediv__": div_,
+}
