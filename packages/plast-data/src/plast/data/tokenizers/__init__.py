@@ -1,0 +1,15 @@
+"""Tokenizers: byte-level BPE (``BPETokenizer``) and character-level (``CharTokenizer``).
+
+>>> from plast.data.tokenizers import BPETokenizer
+>>> tok = BPETokenizer().train("the cat sat on the mat " * 20, vocab_size=270)
+>>> tok.decode(tok.encode("the bat")) == "the bat"
+True
+
+Model files are versioned ASCII text; see ``plast.data.tokenizers._format`` for the layout.
+"""
+
+from plast.data.tokenizers._base import Tokenizer, load
+from plast.data.tokenizers.bpe import GPT2_SPLIT_PATTERN, GPT4_SPLIT_PATTERN, BPETokenizer
+from plast.data.tokenizers.char import CharTokenizer
+
+__all__ = ["BPETokenizer", "CharTokenizer", "GPT2_SPLIT_PATTERN", "GPT4_SPLIT_PATTERN", "Tokenizer", "load"]
