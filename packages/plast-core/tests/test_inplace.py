@@ -92,3 +92,23 @@ def test_random_inplace_is_seeded():
     np.testing.assert_array_equal(plast.empty(100).uniform_(-1, 1).numpy(), a)
     np.testing.assert_array_equal(plast.empty(100).normal_(2.0, 0.5).numpy(), b)
     assert -1 <= a.min() and a.max() < 1
+
+
+def test_pending_reads_see_the_value_before_an_inplace_write():
+    x = plast.tensor([1.0, 2.0])
+    y = x * 2  # recorded, not computed
+    v = x.view(2, 1) + 0
+    x.add_(1)
+    assert y.tolist() == [2.0, 4.0]
+    assert v.tolist() == [[1.0], [2.0]]
+    assert x.tolist() == [2.0, 3.0]
+
+
+def test_detached_clone_is_persistent_and_eager():
+    x = plast.tensor([1.0, 2.0])
+    y = x * 3
+    c = y.detach().clone()
+    plast.reset_transient_arenas()
+    assert c.tolist() == [3.0, 6.0]
+    with pytest.raises(plast.StaleTensorError):
+        y.tolist()

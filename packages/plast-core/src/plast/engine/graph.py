@@ -12,7 +12,7 @@ class Node:
     graph nobody can reach is freed by reference counting alone.
     """
 
-    __slots__ = ("op", "inputs", "args", "specs", "outputs", "needs_grad", "versions", "__weakref__")
+    __slots__ = ("op", "inputs", "args", "specs", "outputs", "needs_grad", "versions", "done", "__weakref__")
 
     def __init__(self, op, inputs, args, specs):
         self.op = op
@@ -22,9 +22,29 @@ class Node:
         self.outputs = None
         self.needs_grad = False
         self.versions = None  # storage versions of the inputs when recorded (set when backward will need them)
+        self.done = False  # computed
 
     def __repr__(self):
         return f"<Node {self.op.name} args={self.args!r}>"
+
+
+def _note_readers(node, inputs):
+    """Remember, on each input's memory, that `node` will read it later. An in-place write to that memory
+    first computes these nodes (engine/inplace.py), so lazy evaluation never sees a later value."""
+    ref = None
+    for t in inputs:
+        st = t._storage
+        if st is None:
+            continue
+        if ref is None:
+            ref = weakref.ref(node)
+        rd = st.readers
+        if rd is None:
+            st.readers = [ref]
+        else:
+            if len(rd) >= 64:
+                rd[:] = [r for r in rd if (n := r()) is not None and not n.done]
+            rd.append(ref)
 
 
 def record(op, inputs, args, specs, device):
@@ -34,6 +54,8 @@ def record(op, inputs, args, specs, device):
     node = Node(op, inputs, args, specs)
     outs = [Tensor._lazy(shape, dtype, device, node, i) for i, (shape, dtype) in enumerate(specs)]
     node.outputs = [weakref.ref(o) for o in outs]
+    if not op.view:
+        _note_readers(node, inputs)
     if autograd_state.grad_enabled and op.backward is not None:
         for t in inputs:
             if t.requires_grad:

@@ -31,6 +31,24 @@ def _undo_alias(t, a):
         t._node.outputs[t._index] = weakref.ref(t)
 
 
+def _pending_readers(storage):
+    """Outputs of recorded nodes that will read `storage` and are not computed yet."""
+    rd = storage.readers
+    if not rd:
+        return []
+    outs = []
+    for r in rd:
+        n = r()
+        if n is None or n.done:
+            continue
+        for o in n.outputs:
+            t = o()
+            if t is not None and t._storage is None:
+                outs.append(t)
+    storage.readers = None
+    return outs
+
+
 def apply_inplace(t, fn, opname):
     """Make `t` hold ``fn(old value of t)`` and return t."""
     from ..backends.cpu.kernels import np_view
@@ -59,7 +77,7 @@ def apply_inplace(t, fn, opname):
     direct = t._storage is not None and t.grad_fn is None and not new.requires_grad
     if direct:
         _undo_alias(t, old)
-        realize([new])
+        realize([new] + _pending_readers(t._storage))
         t._storage.check()
         new._storage.check()
         if t.numel():

@@ -5,7 +5,7 @@ and executed, not what a kernel sees.
 """
 
 from .. import _arenas
-from ..errors import PlastError
+from . import autograd_state
 
 
 def schedule(targets):
@@ -64,6 +64,9 @@ def _run(node):
         for o in outs:
             o._storage = arena.new(o.numel() * o.dtype.itemsize)
         kernel(node, node.inputs, outs)
+        if autograd_state.anomaly_detection:
+            _check_nan(node, outs)
+    node.done = True
     if not node.needs_grad:
         # Nothing will differentiate through this node: drop the edges so inputs can be freed now.
         for o in outs:
@@ -71,12 +74,22 @@ def _run(node):
         node.inputs = ()
 
 
+def _check_nan(node, outs):
+    import numpy as np
+
+    from ..backends.cpu.kernels import np_view
+
+    for i, o in enumerate(outs):
+        if o.dtype.is_floating_point and o.numel() and np.isnan(np_view(o)).any():
+            shapes = ", ".join(str(tuple(t.shape)) for t in node.inputs)
+            raise RuntimeError(
+                f"anomaly detected: op {node.op.name!r} produced NaN in output {i} (shape {tuple(o.shape)}) "
+                f"from inputs of shapes {shapes}"
+            )
+
+
 def realize(targets):
     """Compute every tensor in `targets` (and what they need) that has no value yet."""
-    order = schedule(targets)
-    for node in order:
-        try:
-            _run(node)
-        except PlastError:
-            raise
+    for node in schedule(targets):
+        _run(node)
     return targets

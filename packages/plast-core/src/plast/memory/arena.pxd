@@ -24,6 +24,7 @@ cdef class Storage:
     cdef readonly Arena arena
     cdef readonly Py_ssize_t generation
     cdef readonly object owner             # an object whose memory this storage borrows (from_numpy), or None
+    cdef public list readers               # weakrefs to recorded, not yet computed nodes that read this memory
     cdef public Py_ssize_t version         # bumped by every in-place write; autograd checks saved inputs against it
     cdef Py_ssize_t _exports
     cdef inline bint stale(self):

@@ -32,7 +32,16 @@ def contiguous(x):
 
 
 def clone(x):
-    return record(COPY, (x,), (), [(x.shape, x.dtype)], x.device)[0]
+    """A copy of x. Outside a graph (``t.detach().clone()``) the copy is made now, in persistent memory, so it
+    survives reset_transient_arenas() (DESIGN §3); inside a graph it is an op like any other."""
+    from ..engine import autograd_state
+
+    if x.requires_grad and autograd_state.grad_enabled:
+        return record(COPY, (x,), (), [(x.shape, x.dtype)], x.device)[0]
+    from ..engine.autograd import _persistent_copy
+
+    x._realized()
+    return _persistent_copy(x)
 
 
 def _view_bw(node, g):
