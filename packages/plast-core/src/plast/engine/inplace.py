@@ -92,3 +92,42 @@ def apply_inplace(t, fn, opname):
             new._node.outputs[new._index] = weakref.ref(t)
     t._version += 1
     return t
+
+
+def apply_mutation(op, inputs, args, mutated):
+    """Run `op` now, writing into the memory of ``inputs[i] for i in mutated`` (fused optimizer updates).
+
+    The kernel is called as ``kernel(node, inputs, [])`` and writes in place. Mutated tensors must be realized
+    tensors outside any differentiable graph (parameters, optimizer state); reads of their old values that
+    were recorded but not yet computed are computed first, and their storage versions go up, so autograd
+    catches a backward that would read an overwritten value.
+    """
+    from .graph import Node
+
+    if autograd_state.grad_enabled and any(inputs[i].requires_grad for i in mutated):
+        raise RuntimeError(
+            f"{op.name}: updates tensors that require grad in place; call it under `with plast.no_grad():`"
+        )
+    pending = []
+    for i in mutated:
+        t = inputs[i]
+        if t._storage is None or t.grad_fn is not None:
+            raise RuntimeError(f"{op.name}: input {i} must be a realized leaf tensor (a parameter or state)")
+        pending += _pending_readers(t._storage)
+    others = [t for t in inputs if t._storage is None]
+    realize(pending + others)
+    for t in inputs:
+        t._storage.check()
+    node = Node(op, tuple(inputs), args, [])
+    node.outputs = []
+    kernel = op.kernels.get(inputs[0].device.type)
+    if kernel is None:
+        raise NotImplementedError(f"op {op.name!r} has no {inputs[0].device.type} kernel yet")
+    from . import jit
+
+    jit.note_mutation(node)
+    kernel(node, node.inputs, [])
+    node.done = True
+    for i in mutated:
+        inputs[i]._storage.version += 1
+        inputs[i]._version += 1

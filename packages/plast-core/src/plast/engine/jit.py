@@ -12,6 +12,11 @@ def tracing():
     return _tracing
 
 
+def note_mutation(node):
+    """Called for every in-place kernel run (fused optimizer updates) so a trace can replay it. No-op until
+    jit lands."""
+
+
 def jit(fn=None, **options):
     raise NotImplementedError(
         "plast.jit is not implemented yet: it lands with the 'plast-core engine II' issue (plan cache, "
