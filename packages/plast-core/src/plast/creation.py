@@ -5,6 +5,7 @@ import numbers
 import numpy as np
 
 from . import _arenas, dtypes, random
+from .engine import jit
 from .devices import as_device
 from .errors import DTypeError
 from .memory.arena import borrow
@@ -218,9 +219,7 @@ def _random_leaf(kind, size, fn, p1, p2, generator, dtype, device, requires_grad
     if not dt.is_floating_point:
         raise DTypeError(f"{fn}: dtype must be floating point, got {dt}")
     t = _new_leaf(shape, dt, device, requires_grad)
-    if t.numel():
-        random.fill(kind, t._storage.address, dt.code, t.numel(), p1, p2, generator)
-    return t
+    return random.fill_tensor(t, kind, p1, p2, generator)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
@@ -243,14 +242,23 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
     shape = _shape_arg(tuple(size) if isinstance(size, (tuple, list)) else (size,), "randint")
     dt = dtypes.as_dtype(dtype or dtypes.int64)
-    n = numel(shape)
-    # two 32-bit draws per element make a 64-bit value; the modulo bias is below 2^-32 for spans < 2^32
-    raw = np.empty(2 * n, dtype=np.uint32)
-    if n:
-        random.fill("u32", raw.__array_interface__["data"][0], 0, 2 * n, 0.0, 0.0, generator)
-    vals = raw.view(np.uint64) % np.uint64(high - low)
-    arr = (vals.astype(np.int64) + low).reshape(shape)
-    return _from_array(arr.astype(dt.np), dt, device, False)
+    t = _new_leaf(shape, dt, device)
+    g = random._gen(generator)
+    span = np.uint64(high - low)
+
+    def draw(out):
+        n = out.numel()
+        if not n:
+            return
+        # two 32-bit draws per element make a 64-bit value; the modulo bias is below 2^-32 for spans < 2^32
+        raw = np.empty(2 * n, dtype=np.uint32)
+        random.fill("u32", raw.__array_interface__["data"][0], 0, 2 * n, 0.0, 0.0, g)
+        vals = (raw.view(np.uint64) % span).astype(np.int64) + low
+        _leaf_array(out)[...] = vals.reshape(out.shape).astype(dt.np)
+
+    draw(t)
+    jit.note_random(draw, t, "randint")
+    return t
 
 
 def rand_like(t, generator=None, dtype=None):

@@ -110,3 +110,19 @@ def fill(kind, storage_address, dtype_code, n, p1, p2, generator=None):
     g = _gen(generator)
     seed_, off = g._take(blocks_for(kind, dtype_code, n))
     _kernels.philox_fill(kind, dtype_code, seed_, off, storage_address, n, p1, p2)
+
+
+def fill_tensor(t, kind, p1, p2, generator=None):
+    """Fill a contiguous tensor with draws from `generator`; inside @plast.jit the draw is part of the plan, so a
+    replay draws fresh numbers from the generator's offset at that time."""
+    from .engine import jit
+
+    g = _gen(generator)
+
+    def draw(out):
+        if out.numel():
+            fill(kind, out._storage.address + out._offset * out.dtype.itemsize, out.dtype.code, out.numel(), p1, p2, g)
+
+    draw(t)
+    jit.note_random(draw, t, f"random_{kind}")
+    return t

@@ -41,6 +41,7 @@ class Tensor:
         "_version",
         "_retains_grad",
         "_hooks",
+        "_npcache",
         "__weakref__",
     )
 
@@ -66,6 +67,7 @@ class Tensor:
         t._version = 0
         t._retains_grad = False
         t._hooks = None
+        t._npcache = None
         return t
 
     @classmethod
@@ -133,24 +135,30 @@ class Tensor:
 
     # ---- values ----
     def _realized(self):
+        """Compute this tensor if needed (internal: allowed while a @plast.jit function is traced)."""
         if self._storage is None:
-            from .engine.jit import tracing
-
-            if tracing():
-                raise JitError(
-                    "reading a tensor's value inside a @plast.jit function is not allowed: the value does not "
-                    "exist while tracing. Return the tensor and read it after the call."
-                )
             realize([self])
         self._storage.check()
         return self
+
+    def _read(self):
+        """Compute this tensor for a user-visible read (item, numpy, printing)."""
+        from .engine.jit import tracing
+
+        if tracing():
+            raise JitError(
+                "reading a tensor's value inside a @plast.jit function is not allowed: while tracing, the "
+                "values belong to the first call only and later calls replay without running Python. Return the "
+                "tensor and read it after the call (`loss = step(x, y); loss.item()`)."
+            )
+        return self._realized()
 
     def _np_array(self):
         """A numpy array holding this tensor's values: a zero-copy view for persistent or borrowed memory,
         a copy for transient memory (which a reset may hand to someone else)."""
         from .backends.cpu.kernels import np_view
 
-        self._realized()
+        self._read()
         if self.device.type != "cpu":
             raise TypeError(f"can't convert a {self.device.type} tensor to numpy; call .cpu() first")
         arr = np_view(self)
@@ -273,10 +281,21 @@ class Tensor:
 
     # ---- autograd ----
     def requires_grad_(self, requires_grad=True):
+        """Make this leaf require grad. A leaf that lives in transient memory (``(plast.randn(3) * 0.1)
+        .requires_grad_()``) moves to persistent memory first, since leaves must survive resets (DESIGN §3)."""
         if requires_grad and not self.dtype.is_floating_point:
             raise RuntimeError(f"only floating point tensors can require gradients, this one is {self.dtype}")
         if self._node is not None and self._node.needs_grad and not requires_grad:
             raise RuntimeError("you can only change requires_grad flags of leaf variables")
+        if requires_grad and self.grad_fn is None:
+            self._realized()
+            st = self._storage
+            if st.arena is not None and st.arena.transient:
+                from .engine.autograd import _persistent_copy
+
+                moved = _persistent_copy(self)
+                self._storage, self._strides, self._offset = moved._storage, moved._strides, moved._offset
+                self._node = None
         self.requires_grad = requires_grad
         return self
 

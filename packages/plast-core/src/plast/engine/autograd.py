@@ -230,6 +230,9 @@ def _persistent_copy(t):
     out = Tensor._from_storage(st, t.shape, t.dtype, t.device)
     if t.numel():
         np_view(out)[...] = np_view(t)
+    from . import jit
+
+    jit.note_copy(out, t, "persist")
     return out
 
 

@@ -12,10 +12,11 @@ class Node:
     graph nobody can reach is freed by reference counting alone.
     """
 
-    __slots__ = ("op", "inputs", "args", "specs", "outputs", "needs_grad", "versions", "done", "__weakref__")
+    __slots__ = ("op", "inputs", "args", "specs", "outputs", "needs_grad", "versions", "done", "device", "__weakref__")
 
-    def __init__(self, op, inputs, args, specs):
+    def __init__(self, op, inputs, args, specs, device=None):
         self.op = op
+        self.device = device
         self.inputs = inputs
         self.args = args
         self.specs = specs  # [(shape, dtype)] per output
@@ -51,7 +52,7 @@ def record(op, inputs, args, specs, device):
     """Record `op` applied to `inputs`; return its output tensors (unrealized)."""
     from ..tensor import Tensor
 
-    node = Node(op, inputs, args, specs)
+    node = Node(op, inputs, args, specs, device)
     outs = [Tensor._lazy(shape, dtype, device, node, i) for i, (shape, dtype) in enumerate(specs)]
     node.outputs = [weakref.ref(o) for o in outs]
     if not op.view:

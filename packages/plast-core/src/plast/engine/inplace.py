@@ -82,6 +82,9 @@ def apply_inplace(t, fn, opname):
         new._storage.check()
         if t.numel():
             np_view(t)[...] = np_view(new)
+        from . import jit
+
+        jit.note_copy(t, new, opname)
         t._storage.version += 1
     else:
         # Rebind: t now is the output of new's node; the graph keeps `old` as the value it saved.
@@ -118,7 +121,7 @@ def apply_mutation(op, inputs, args, mutated):
     realize(pending + others)
     for t in inputs:
         t._storage.check()
-    node = Node(op, tuple(inputs), args, [])
+    node = Node(op, tuple(inputs), args, [], inputs[0].device)
     node.outputs = []
     kernel = op.kernels.get(inputs[0].device.type)
     if kernel is None:

@@ -1,24 +1,305 @@
-"""@plast.jit: whole-step tracing and replay (DESIGN §2.5).
+"""@plast.jit: trace a whole step once, then replay its kernels (DESIGN §2.5).
 
-Not built yet: it arrives with "plast-core engine II" (plan cache, liveness planner, fusion). Until then the
-decorator refuses loudly instead of pretending to compile.
+Tracing runs the function for real, on alias tensors of its arguments, while every kernel the engine runs is
+written to a tape: op kernels (engine/realize.py), in-place copies (engine/inplace.py), fused updates
+(apply_mutation), gradient write-backs (autograd) and random fills (plast.random). The tape becomes a plan:
+
+* memory the trace allocated in the transient arena and that nothing outside needs (activations, gradients in
+  flight) is laid out in one block by the liveness planner (engine/planner.py) and reused call after call;
+* persistent memory the trace created (gradients, optimizer state, random draws) stays where it is, and replays
+  write it again;
+* argument tensors are rebound on every call; the values returned are copied to fresh persistent tensors, so each
+  call's results survive ``reset_transient_arenas()`` and later calls.
+
+What is a runtime input and what is frozen:
+* Python control flow and Python values are frozen at trace time (an ``if`` on a config flag takes the branch it
+  took while tracing). Reading a tensor's value inside the function (``.item()``, ``.numpy()``, ``print``) raises
+  JitError: the value does not exist while tracing.
+* Learning rates and other hyperparameters are refreshed before every call by ``runtime_input`` callbacks
+  (optimizers register them); step counts live in tensors their kernels increment; random ops draw from their
+  generator's current offset at run time.
+* The trace key holds the arguments' shapes, dtypes, devices and strides, the non-tensor arguments, and every
+  ``note_state`` key seen while tracing (modules register their training flag and parameter set). A change in
+  any of them traces again.
 """
 
-_tracing = False
+import functools
+import os
+import weakref
+
+from ..errors import JitError
+
+_tape = None  # the Tape being recorded, or None
+_host_side = 0  # >0 while runtime_input callbacks run: their writes are not part of the plan
 
 
 def tracing():
     """True while a @plast.jit function is being traced."""
-    return _tracing
+    return _tape is not None
+
+
+def _debug():
+    return os.environ.get("PLAST_DEBUG", "0") not in ("", "0")
+
+
+class Step:
+    """One kernel call of a plan: ``kernel(node, inputs, outputs)`` with tensors bound to plan memory."""
+
+    __slots__ = ("kernel", "node", "inputs", "outputs", "what")
+
+    def __init__(self, kernel, node, inputs, outputs, what):
+        self.kernel = kernel
+        self.node = node
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.what = what
+
+    def __repr__(self):
+        return f"<Step {self.what}>"
+
+
+class Tape:
+    def __init__(self):
+        self.steps = []
+        self.created = {}  # id(storage) -> storage, for storages allocated by kernels while tracing
+        self.runtime_inputs = []
+        self.states = []  # (weakref(obj), keyfn, key)
+
+    def kernel(self, kernel, node, inputs, outputs, what):
+        self.steps.append(Step(kernel, node, inputs, outputs, what))
+
+
+# ---- hooks the engine calls -------------------------------------------------------------------------------
+
+
+def note_kernel(kernel, node, inputs, outputs):
+    """engine/realize.py ran an op kernel."""
+    if _tape is not None and not _host_side:
+        for o in outputs:
+            _tape.created[id(o._storage)] = o._storage
+        _tape.kernel(kernel, node, inputs, outputs, node.op.name)
+
+
+def note_copy(dst, src, what="copy"):
+    """A value was copied into dst's memory outside an op kernel (in-place writes, gradient write-back)."""
+    if _tape is not None and not _host_side:
+        from ..backends.cpu.kernels import copy
+
+        _tape.kernel(copy, None, [src], [dst], what)
 
 
 def note_mutation(node):
-    """Called for every in-place kernel run (fused optimizer updates) so a trace can replay it. No-op until
-    jit lands."""
+    """A fused in-place kernel (optimizer update) ran on node.inputs."""
+    if _tape is not None and not _host_side:
+        kernel = node.op.kernels[node.inputs[0].device.type]
+        _tape.kernel(kernel, node, node.inputs, [], node.op.name)
 
 
-def jit(fn=None, **options):
-    raise NotImplementedError(
-        "plast.jit is not implemented yet: it lands with the 'plast-core engine II' issue (plan cache, "
-        "liveness planner, fusion, whole-step replay). Call the function without @plast.jit meanwhile."
-    )
+def note_random(fill_fn, t, what):
+    """t was filled with random numbers by fill_fn(t); a replay draws again (from the generator's offset then)."""
+    if _tape is not None and not _host_side:
+        _tape.created[id(t._storage)] = t._storage
+        _tape.kernel(lambda node, inputs, outputs: fill_fn(outputs[0]), None, [], [t], what)
+
+
+def note_state(obj, keyfn):
+    """Record keyfn() of obj; a later call whose keyfn() differs traces again (modules: training flag and
+    parameters)."""
+    if _tape is not None:
+        _tape.states.append((weakref.ref(obj), keyfn, keyfn()))
+
+
+def runtime_input(fn):
+    """Call fn now and before every replay of the plan being traced. What fn writes (e.g. an optimizer copying
+    the current learning rate into its hyperparameter tensor) is a runtime input, not part of the plan."""
+    global _host_side
+    if _tape is not None:
+        _tape.runtime_inputs.append(fn)
+    _host_side += 1
+    try:
+        fn()
+    finally:
+        _host_side -= 1
+
+
+# ---- the decorator ----------------------------------------------------------------------------------------
+
+
+class Plan:
+    __slots__ = ("steps", "arg_aliases", "results", "runtime_inputs", "states", "block", "block_bytes", "treedef")
+
+    def valid(self):
+        for ref, keyfn, key in self.states:
+            obj = ref()
+            if obj is None or keyfn() != key:
+                return False
+        return True
+
+
+def _alias(t):
+    from ..tensor import Tensor
+
+    a = Tensor._from_storage(t._storage, t.shape, t.dtype, t.device, t._strides, t._offset)
+    a.requires_grad = t.requires_grad
+    return a
+
+
+def _flatten(obj, leaves):
+    """Replace tensors in a (nested tuple/list/dict) result by placeholders, collecting them in `leaves`."""
+    from ..tensor import Tensor
+
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        return ("T", len(leaves) - 1)
+    if isinstance(obj, (tuple, list)):
+        return (type(obj), [_flatten(o, leaves) for o in obj])
+    if isinstance(obj, dict):
+        return (dict, {k: _flatten(v, leaves) for k, v in obj.items()})
+    return ("C", obj)
+
+
+def _unflatten(tree, leaves):
+    kind, val = tree
+    if kind == "T":
+        return leaves[val]
+    if kind == "C":
+        return val
+    if kind is dict:
+        return {k: _unflatten(v, leaves) for k, v in val.items()}
+    return kind(_unflatten(v, leaves) for v in val)
+
+
+class JitFunction:
+    """A function traced once per key and replayed afterwards (see the module docstring)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.plans = {}
+        self.traces = 0
+        self.replays = 0
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    def _key(self, args, kwargs):
+        from ..tensor import Tensor
+
+        parts = []
+        for a in list(args) + [kwargs[k] for k in sorted(kwargs)]:
+            if isinstance(a, Tensor):
+                parts.append(("T", tuple(a.shape), a.dtype.code, str(a.device), tuple(a._strides), a.requires_grad))
+            else:
+                try:
+                    hash(a)
+                except TypeError:
+                    parts.append(("id", id(a)))
+                else:
+                    parts.append(("V", a))
+        return tuple(parts) + tuple(sorted(kwargs))
+
+    def __call__(self, *args, **kwargs):
+        from .realize import realize
+
+        if _tape is not None:
+            raise JitError("calling a @plast.jit function while another one is being traced is not supported")
+        from ..tensor import Tensor
+
+        tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, Tensor)]
+        realize([t for t in tensors if t._storage is None])
+        for t in tensors:
+            t._storage.check()
+        key = self._key(args, kwargs)
+        plan = self.plans.get(key)
+        if plan is not None and plan.valid():
+            return self._replay(plan, tensors)
+        return self._trace(key, args, kwargs)
+
+    # ---- trace ----
+    def _trace(self, key, args, kwargs):
+        global _tape
+        from ..tensor import Tensor
+        from .autograd import _persistent_copy
+        from .planner import plan_memory
+
+        if _debug():
+            print(f"plast.jit: trace {self.fn.__qualname__} (plan {len(self.plans) + 1})")
+        aliases = []
+
+        def sub(a):
+            if isinstance(a, Tensor):
+                al = _alias(a)
+                aliases.append(al)
+                return al
+            return a
+
+        args2 = [sub(a) for a in args]
+        kwargs2 = {k: sub(v) for k, v in kwargs.items()}
+        tape = Tape()
+        _tape = tape
+        try:
+            out = self.fn(*args2, **kwargs2)
+            leaves = []
+            tree = _flatten(out, leaves)
+            from .realize import realize
+
+            realize([t for t in leaves if t._storage is None])
+            results = [_persistent_copy(t) for t in leaves]  # taped: copies into persistent memory
+        finally:
+            _tape = None
+        self.traces += 1
+        plan = Plan()
+        plan.steps = tape.steps
+        plan.arg_aliases = aliases
+        plan.results = results
+        plan.runtime_inputs = tape.runtime_inputs
+        plan.states = tape.states
+        plan.treedef = tree
+        plan.block, plan.block_bytes = plan_memory(tape, aliases)
+        self.plans[key] = plan
+        return _unflatten(tree, [_fresh(r) for r in results])
+
+    # ---- replay ----
+    def _replay(self, plan, tensors):
+        global _host_side
+        if _debug():
+            print(f"plast.jit: replay {self.fn.__qualname__} ({len(plan.steps)} kernels)")
+        for fn in plan.runtime_inputs:
+            _host_side += 1
+            try:
+                fn()
+            finally:
+                _host_side -= 1
+        for al, t in zip(plan.arg_aliases, tensors):
+            al._storage, al._strides, al._offset = t._storage, t._strides, t._offset
+        for s in plan.steps:
+            s.kernel(s.node, s.inputs, s.outputs)
+        self.replays += 1
+        return _unflatten(plan.treedef, [_fresh(r) for r in plan.results])
+
+
+def _fresh(t):
+    """A new persistent tensor with t's value: what one call hands to its caller."""
+    from .autograd import _persistent_copy
+
+    return _persistent_copy(t)
+
+
+def jit(fn=None):
+    """Trace `fn` once per argument signature, then replay its kernels with no Python per op.
+
+    >>> @plast.jit
+    ... def step(x):
+    ...     return (x * 2).sum()
+    >>> step(plast.ones(3)).item()
+    6.0
+    """
+    if fn is None:
+        return jit
+    if isinstance(fn, JitFunction):
+        return fn
+    if not callable(fn):
+        raise TypeError(f"plast.jit expects a function, got {type(fn).__name__}")
+    return JitFunction(fn)

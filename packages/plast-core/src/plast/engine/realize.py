@@ -5,7 +5,7 @@ and executed, not what a kernel sees.
 """
 
 from .. import _arenas
-from . import autograd_state
+from . import autograd_state, jit
 
 
 def schedule(targets):
@@ -41,7 +41,7 @@ def _run(node):
     from ..tensor import Tensor
 
     op = node.op
-    dev = node.inputs[0].device if node.inputs else None
+    dev = node.device
     outs = []
     for i, ref in enumerate(node.outputs):
         t = ref()
@@ -49,7 +49,7 @@ def _run(node):
             shape, dtype = node.specs[i]
             t = Tensor._lazy(shape, dtype, dev, node, i)
         outs.append(t)
-    dev_type = outs[0].device.type
+    dev_type = dev.type
     kernel = op.kernels.get(dev_type)
     if kernel is None:
         raise NotImplementedError(f"op {op.name!r} has no {dev_type} kernel yet")
@@ -64,6 +64,8 @@ def _run(node):
         for o in outs:
             o._storage = arena.new(o.numel() * o.dtype.itemsize)
         kernel(node, node.inputs, outs)
+        if jit._tape is not None:
+            jit.note_kernel(kernel, node, node.inputs, outs)
         if autograd_state.anomaly_detection:
             _check_nan(node, outs)
     node.done = True

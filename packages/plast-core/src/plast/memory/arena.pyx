@@ -220,5 +220,19 @@ def borrow(object owner, Py_ssize_t address, Py_ssize_t nbytes):
     return s
 
 
+def view_of(Storage parent, Py_ssize_t byte_offset, Py_ssize_t nbytes):
+    """A Storage for bytes [byte_offset, byte_offset + nbytes) of `parent`, keeping parent alive (jit plans lay
+    out their intermediates in one block this way)."""
+    if byte_offset < 0 or nbytes < 0 or byte_offset + nbytes > parent.nbytes:
+        raise ValueError(f"view_of: [{byte_offset}, {byte_offset + nbytes}) is outside a {parent.nbytes}-byte block")
+    cdef Storage s = Storage.__new__(Storage)
+    s.ptr = parent.ptr + byte_offset
+    s.nbytes = nbytes
+    s.block_bytes = 0
+    s.arena = None
+    s.owner = parent
+    return s
+
+
 def alloc(Arena arena, Py_ssize_t nbytes):
     return arena.alloc(nbytes)

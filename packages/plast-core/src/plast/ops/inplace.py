@@ -61,9 +61,7 @@ def _random_(t, kind, p1, p2, generator, opname):
 
     if not t.dtype.is_floating_point:
         raise TypeError(f"{opname} needs a floating point tensor, got {t.dtype}")
-    fresh = empty(t.shape, dtype=t.dtype)
-    if fresh.numel():
-        random.fill(kind, fresh._storage.address, t.dtype.code, fresh.numel(), p1, p2, generator)
+    fresh = random.fill_tensor(empty(t.shape, dtype=t.dtype), kind, p1, p2, generator)
     return apply_inplace(t, lambda old: fresh, opname)
 
 
