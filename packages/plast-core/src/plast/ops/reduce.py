@@ -1,26 +1,81 @@
-"""Reductions."""
+"""Reductions and sorting: sum, mean, max/min, amax/amin, argmax/argmin, var/std, norm, prod, cumsum, sort,
+argsort, topk, multinomial, all/any.
+
+Primitives with kernels: sum, amax/amin, argmax/argmin, prod, cumsum, norm (p-norms other than 1 and inf),
+argsort, topk (indices), all/any, multinomial, plus private helpers for backward rules (take/put along a dim,
+tie weights, products of the other elements). Values of max(dim)/sort/topk are the input taken at the
+indices, so their gradient flows back through those indices to exactly one element each, like torch.
+"""
+
+import builtins
+import collections
+import math
 
 from .. import dtypes
 from ..backends.cpu import kernels as cpu
+from ..backends.cpu import kernels_reduce as rk
 from ..engine.graph import record
+from ..errors import DTypeError, ShapeError
 from . import movement
 from .registry import register
 from .shapes import norm_dim, numel
 
+# torch.return_types look-alikes: tuples with .values and .indices
+_MaxResult = collections.namedtuple("max", ["values", "indices"])
+_MinResult = collections.namedtuple("min", ["values", "indices"])
+_SortResult = collections.namedtuple("sort", ["values", "indices"])
+_TopkResult = collections.namedtuple("topk", ["values", "indices"])
 
-def _dims(x, dim, op):
-    if dim is None:
+
+def _dims(x, dim, op, empty_is_all=True):
+    """Reduced dims as a sorted tuple. A 0-d tensor accepts dim 0/-1 and reduces over nothing."""
+    if dim is None or (empty_is_all and isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(x.ndim))
     if isinstance(dim, int):
         dim = (dim,)
     dims = tuple(sorted({norm_dim(d, x.ndim, op) for d in dim}))
-    return dims
+    return dims if x.ndim else ()
 
 
 def _reduced_shape(shape, dims, keepdim):
     if keepdim:
         return tuple(1 if i in dims else s for i, s in enumerate(shape))
     return tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
+def _one_dim(x, dim, op):
+    """(x viewed as at least 1-d, normalized dim): torch lets 0-d tensors reduce over dim 0 or -1."""
+    d = norm_dim(dim, x.ndim, op)
+    if x.ndim == 0:
+        return movement.reshape(x, (1,)), 0
+    return x, d
+
+
+def _output(node, i=0):
+    """Output `i` of `node` (reused in backward); recomputed if the caller dropped it."""
+    t = node.outputs[i]()
+    if t is None:
+        t = record(node.op, node.inputs, node.args, node.specs, node.inputs[0].device)[i]
+    return t
+
+
+def _need_float(x, op):
+    if not x.dtype.is_floating_point:
+        raise DTypeError(
+            f"{op}(): needs a floating point input, got {x.dtype}; convert it with .float() first"
+        )
+
+
+def _need_nonempty(x, dims, op):
+    for d in dims:
+        if x.shape[d] == 0:
+            raise IndexError(
+                f"{op}(): Expected reduction dim {d} to have non-zero size (input shape {tuple(x.shape)}); "
+                "the operation has no identity"
+            )
+
+
+# ---------------------------------------------------------------- sum, mean
 
 
 def _sum_bw(node, g):
@@ -35,9 +90,17 @@ SUM = register("sum", cpu=cpu.sum_, backward=_sum_bw)
 
 
 def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
-    """Sum over `dim` (all dims when None). Integer and bool inputs sum in int64, like torch."""
+    """Sum over `dim` (all dims when None). Integer and bool inputs sum in int64, like torch.
+
+    >>> plast.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(1).tolist()
+    [3.0, 7.0]
+    """
     dims = _dims(x, dim, "sum")
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else (x.dtype if x.dtype.is_floating_point else dtypes.int64)
+    out_dtype = (
+        dtypes.as_dtype(dtype)
+        if dtype is not None
+        else (x.dtype if x.dtype.is_floating_point else dtypes.int64)
+    )
     if x.dtype is not out_dtype:
         x = movement.cast(x, out_dtype)
     shape = _reduced_shape(x.shape, dims, keepdim)
@@ -45,8 +108,13 @@ def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
 
 
 def mean(x, dim=None, keepdim=False, *, dtype=None):
+    """Mean over `dim` (all dims when None); needs a floating input or dtype=.
+
+    >>> plast.tensor([1.0, 2.0, 6.0]).mean().item()
+    3.0
+    """
     if not (x.dtype.is_floating_point or dtype is not None):
-        raise TypeError(f"mean(): needs a floating point input or dtype=, got {x.dtype}")
+        raise DTypeError(f"mean(): needs a floating point input or dtype=, got {x.dtype}")
     dims = _dims(x, dim, "mean")
     n = numel([x.shape[d] for d in dims])
     from .elementwise import div
@@ -59,11 +127,545 @@ def sum_to_shape(g, shape):
     if tuple(g.shape) == tuple(shape):
         return g
     lead = g.ndim - len(shape)
-    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
+    dims = tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1
+    )
     out = sum(g, dims, keepdim=True) if dims else g
     return movement.reshape(out, tuple(shape))
 
 
-__all__ = ["sum", "mean"]
+# ---------------------------------------------------------------- gather/scatter along a dim (private)
+# NOTE: backward helpers for sort/topk/max(dim); the indices they get are unique along `dim`.
 
-TENSOR_METHODS = {"sum": sum, "mean": mean}
+
+def _take_bw(node, g):
+    x, idx = node.inputs
+    return (_put_along(g, idx, node.args[0], x.shape), None)
+
+
+def _put_bw(node, g):
+    _, idx = node.inputs
+    return (_take_along(g, idx, node.args[0]), None)
+
+
+TAKE = register("reduce_take_along", cpu=rk.take_along, backward=_take_bw)
+PUT = register("reduce_put_along", cpu=rk.put_along, backward=_put_bw)
+
+
+def _take_along(x, idx, dim):
+    return record(TAKE, (x, idx), (dim,), [(idx.shape, x.dtype)], x.device)[0]
+
+
+def _put_along(g, idx, dim, shape):
+    shape = tuple(shape)
+    return record(PUT, (g, idx), (dim, shape), [(shape, g.dtype)], g.device)[0]
+
+
+# ---------------------------------------------------------------- amax / amin, max / min
+
+
+TIE_WEIGHTS = register("reduce_tie_weights", cpu=rk.tie_weights)
+
+
+def _minmax_bw(node, g):
+    from .elementwise import mul
+
+    x = node.inputs[0]
+    dims, keepdim = node.args
+    m = _output(node)
+    if not keepdim:
+        keep = _reduced_shape(x.shape, dims, True)
+        g, m = movement.reshape(g, keep), movement.reshape(m, keep)
+    w = record(TIE_WEIGHTS, (x, m), (dims,), [(x.shape, x.dtype)], x.device)[0]
+    return (mul(movement.expand(g, x.shape), w),)
+
+
+AMAX = register("amax", cpu=rk.minmax, backward=_minmax_bw)
+AMIN = register("amin", cpu=rk.minmax, backward=_minmax_bw)
+
+
+def _full_empty_error(name, x):
+    return RuntimeError(
+        f"{name}(): Expected reduction dim to be specified for input.numel() == 0 (input shape {tuple(x.shape)}). "
+        "Specify the reduction dim with the 'dim' argument."
+    )
+
+
+def _amaxmin(op, x, dim, keepdim, name=None):
+    if x.numel() == 0 and (dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0)):
+        raise _full_empty_error(name or op.name, x)
+    dims = _dims(x, dim, op.name)
+    _need_nonempty(x, dims, op.name)
+    shape = _reduced_shape(x.shape, dims, keepdim)
+    return record(op, (x,), (dims, keepdim), [(shape, x.dtype)], x.device)[0]
+
+
+def amax(x, dim=(), keepdim=False):
+    """Maximum over `dim` (all dims when empty); the gradient is split evenly among ties, like torch.
+
+    >>> plast.tensor([[1.0, 5.0], [3.0, 2.0]]).amax(0).tolist()
+    [3.0, 5.0]
+    """
+    return _amaxmin(AMAX, x, dim, keepdim)
+
+
+def amin(x, dim=(), keepdim=False):
+    """Minimum over `dim` (all dims when empty); the gradient is split evenly among ties, like torch.
+
+    >>> plast.tensor([[1.0, 5.0], [3.0, 2.0]]).amin(1).tolist()
+    [1.0, 2.0]
+    """
+    return _amaxmin(AMIN, x, dim, keepdim)
+
+
+ARGMAX = register("argmax", cpu=rk.argminmax)
+ARGMIN = register("argmin", cpu=rk.argminmax)
+
+
+def _arg(op, x, dim, keepdim):
+    if dim is None:
+        if x.numel() == 0:
+            raise IndexError(
+                f"{op.name}(): Expected reduction dim to be specified for input.numel() == 0 "
+                f"(input shape {tuple(x.shape)})"
+            )
+        shape = (1,) * x.ndim if keepdim else ()
+        return record(op, (x,), (None, keepdim), [(shape, dtypes.int64)], x.device)[0]
+    d = norm_dim(dim, x.ndim, op.name)
+    if x.ndim == 0:
+        return record(op, (x,), (None, False), [((), dtypes.int64)], x.device)[0]
+    _need_nonempty(x, (d,), op.name)
+    shape = _reduced_shape(x.shape, (d,), keepdim)
+    return record(op, (x,), (d, keepdim), [(shape, dtypes.int64)], x.device)[0]
+
+
+def argmax(x, dim=None, keepdim=False):
+    """Index of the maximum (of the flattened tensor when dim is None; the first one on ties), int64.
+
+    >>> plast.tensor([[1.0, 5.0], [3.0, 2.0]]).argmax().item()
+    1
+    """
+    return _arg(ARGMAX, x, dim, keepdim)
+
+
+def argmin(x, dim=None, keepdim=False):
+    """Index of the minimum (of the flattened tensor when dim is None; the first one on ties), int64.
+
+    >>> plast.tensor([[1.0, 5.0], [3.0, 2.0]]).argmin(1).tolist()
+    [0, 1]
+    """
+    return _arg(ARGMIN, x, dim, keepdim)
+
+
+def _minmax(name, x, dim, keepdim, other):
+    from ..tensor import Tensor
+
+    if isinstance(dim, Tensor) or other is not None:
+        import plast
+
+        fname = "maximum" if name == "max" else "minimum"
+        fn = getattr(plast, fname, None)
+        if fn is None:
+            raise NotImplementedError(f"{name}(a, b) is plast.{fname}, which this build doesn't have yet")
+        return fn(x, dim if isinstance(dim, Tensor) else other)
+    if dim is None:
+        if keepdim:
+            raise TypeError(
+                f"{name}(): keepdim needs dim; use {name}(x, dim, keepdim=True) or a{name}(x, keepdim=True)"
+            )
+        return _amaxmin(AMAX if name == "max" else AMIN, x, None, False, name)
+    x1, d = _one_dim(x, dim, name)
+    _need_nonempty(x1, (d,), name)
+    idx = _arg(ARGMAX if name == "max" else ARGMIN, x1, d, True)
+    values = _take_along(x1, idx, d)
+    if not keepdim or x.ndim == 0:
+        shape = _reduced_shape(x.shape, (d,) if x.ndim else (), keepdim)
+        values, idx = movement.reshape(values, shape), movement.reshape(idx, shape)
+    return (_MaxResult if name == "max" else _MinResult)(values, idx)
+
+
+def max(x, dim=None, keepdim=False, *, other=None):  # noqa: A001
+    """torch.max: the maximum of all elements (a 0-d tensor; ties share the gradient), or with `dim` a
+    ``(values, indices)`` tuple (the gradient goes to the returned index), or with a tensor as second argument
+    the elementwise ``plast.maximum``.
+
+    >>> v, i = plast.tensor([[1.0, 5.0], [3.0, 2.0]]).max(1)
+    >>> v.tolist(), i.tolist()
+    ([5.0, 3.0], [1, 0])
+    """
+    return _minmax("max", x, dim, keepdim, other)
+
+
+def min(x, dim=None, keepdim=False, *, other=None):  # noqa: A001
+    """torch.min: like ``max`` for the minimum.
+
+    >>> plast.tensor([[1.0, 5.0], [3.0, 2.0]]).min().item()
+    1.0
+    """
+    return _minmax("min", x, dim, keepdim, other)
+
+
+# ---------------------------------------------------------------- var / std
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance over `dim` with Bessel's `correction` (default 1; ``unbiased=False`` means 0), like torch.
+
+    >>> plast.tensor([1.0, 2.0, 3.0, 4.0]).var().item()
+    1.6666666269302368
+    """
+    from .elementwise import div, mul, sub
+
+    if isinstance(dim, bool):  # torch.var(x, unbiased)
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError("var()/std(): pass either unbiased= or correction=, not both")
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    _need_float(x, "var/std")
+    dims = _dims(x, dim, "var")
+    n = numel([x.shape[d] for d in dims])
+    d = sub(x, mean(x, dims, keepdim=True))
+    s = sum(mul(d, d), dims, keepdim)
+    return div(s, float(builtins.max(0, n - correction)))
+
+
+def _safe_sqrt_bw(node, g):
+    from .elementwise import mul
+
+    return (mul(g, mul(_safe_inv(_output(node)), 0.5)),)
+
+
+# sqrt whose gradient is 0 (not inf) at 0, so std of constant data has a zero gradient, like torch
+SAFE_SQRT = register("reduce_safe_sqrt", cpu=rk.sqrt, backward=_safe_sqrt_bw)
+
+
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Standard deviation: sqrt of ``var`` with the same arguments.
+
+    >>> round(plast.tensor([1.0, 3.0]).std().item(), 4)
+    1.4142
+    """
+    v = var(x, dim, unbiased, keepdim, correction=correction)
+    return record(SAFE_SQRT, (v,), (), [(v.shape, v.dtype)], v.device)[0]
+
+
+# ---------------------------------------------------------------- norm
+
+
+def _safe_inv(n):
+    """1/n where n > 0 and 0 where n == 0 (n >= 0), in plast ops: a zero norm gets a zero gradient."""
+    from .elementwise import add, div, sub
+    from .unary import sign
+
+    s = sign(n)
+    return div(s, add(sub(n, s), 1.0))
+
+
+def _pow_pos(t, e):
+    """t ** e for t > 0, in plast ops (exp/log)."""
+    from .elementwise import mul
+    from .unary import exp, log
+
+    return exp(mul(log(t), e))
+
+
+def _norm_bw(node, g):
+    from .elementwise import add, mul, sub
+    from .unary import abs, sign
+
+    x = node.inputs[0]
+    p, dims, keepdim = node.args
+    n = _output(node)
+    if not keepdim:
+        keep = _reduced_shape(x.shape, dims, True)
+        g, n = movement.reshape(g, keep), movement.reshape(n, keep)
+    if p == 2.0:
+        scale = mul(g, _safe_inv(n))
+        return (mul(x, movement.expand(scale, x.shape)),)
+    # d/dx (sum |x|^p)^(1/p) = sign(x) |x|^(p-1) / n^(p-1); zeros of x (and a zero norm) get 0
+    ax = abs(x)
+    nz = sign(ax)
+    xt = mul(sign(x), _pow_pos(add(sub(ax, nz), 1.0), p - 1.0))
+    ns = sign(n)
+    scale = mul(g, _safe_inv(mul(_pow_pos(add(sub(n, ns), 1.0), p - 1.0), ns)))
+    return (mul(xt, movement.expand(scale, x.shape)),)
+
+
+NORM = register("norm", cpu=rk.norm, backward=_norm_bw)
+
+
+def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+    """Vector p-norm over `dim` (all dims when None): p = 2 / 'fro' (default), 1, inf, -inf, 0 or any other
+    number. A zero norm has a zero gradient, like torch.
+
+    >>> plast.tensor([3.0, 4.0]).norm().item()
+    5.0
+    """
+    from .unary import abs, sign
+
+    if dtype is not None:
+        x = movement.cast(x, dtype)
+    _need_float(x, "norm")
+    if isinstance(p, str):
+        if p != "fro":
+            raise NotImplementedError(f"norm(): p={p!r} (matrix norms other than 'fro') is not supported yet")
+        p = 2.0
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(f"norm(): p must be a number or 'fro', got {type(p).__name__}")
+    p = float(p)
+    dims = _dims(x, dim, "norm")
+    if math.isinf(p):
+        if builtins.any(x.shape[d] == 0 for d in dims):
+            raise RuntimeError(
+                f"norm(): cannot compute the {'-' if p < 0 else ''}inf norm over an empty dim of shape "
+                f"{tuple(x.shape)}: the operation has no identity"
+            )
+        return (amax if p > 0 else amin)(abs(x), dims, keepdim)
+    if p == 1.0:
+        return sum(abs(x), dims, keepdim)
+    if p == 0.0:
+        return sum(sign(abs(x)), dims, keepdim)
+    shape = _reduced_shape(x.shape, dims, keepdim)
+    return record(NORM, (x,), (p, dims, keepdim), [(shape, x.dtype)], x.device)[0]
+
+
+# ---------------------------------------------------------------- prod
+
+
+def _prod_others_bw_bw(node, g):
+    raise NotImplementedError("prod(): gradients of order three and higher are not supported")
+
+
+PROD_OTHERS_BW = register("reduce_prod_others_bw", cpu=rk.prod_others_bw, backward=_prod_others_bw_bw)
+
+
+def _prod_others_bw(node, g):
+    x = node.inputs[0]
+    (dim,) = node.args
+    return (record(PROD_OTHERS_BW, (x, g), (dim,), [(x.shape, x.dtype)], x.device)[0],)
+
+
+PROD_OTHERS = register("reduce_prod_others", cpu=rk.prod_others, backward=_prod_others_bw)
+
+
+def _prod_bw(node, g):
+    from .elementwise import mul
+
+    x = node.inputs[0]
+    dim, keepdim = node.args
+    if dim is None:
+        flat = movement.reshape(x, (x.numel(),))
+        others = record(PROD_OTHERS, (flat,), (0,), [(flat.shape, x.dtype)], x.device)[0]
+        others = movement.reshape(others, x.shape)
+        g = movement.reshape(g, (1,) * x.ndim)
+    else:
+        others = record(PROD_OTHERS, (x,), (dim,), [(x.shape, x.dtype)], x.device)[0]
+        if not keepdim:
+            g = movement.reshape(g, _reduced_shape(x.shape, (dim,), True))
+    return (mul(movement.expand(g, x.shape), others),)
+
+
+PROD = register("prod", cpu=rk.prod, backward=_prod_bw)
+
+
+def prod(x, dim=None, keepdim=False, *, dtype=None):
+    """Product of all elements, or along one `dim`. Integer and bool inputs multiply in int64, like torch.
+    The gradient is exact when inputs hold zeros (products of the other elements, no division).
+
+    >>> plast.tensor([[1.0, 2.0], [3.0, 4.0]]).prod(0).tolist()
+    [3.0, 8.0]
+    """
+    out_dtype = (
+        dtypes.as_dtype(dtype)
+        if dtype is not None
+        else (x.dtype if x.dtype.is_floating_point else dtypes.int64)
+    )
+    if x.dtype is not out_dtype:
+        x = movement.cast(x, out_dtype)
+    if dim is None:
+        return record(PROD, (x,), (None, False), [((), out_dtype)], x.device)[0]
+    x1, d = _one_dim(x, dim, "prod")
+    out = record(PROD, (x1,), (d, keepdim), [(_reduced_shape(x1.shape, (d,), keepdim), out_dtype)], x.device)[
+        0
+    ]
+    return movement.reshape(out, ()) if x.ndim == 0 else out
+
+
+# ---------------------------------------------------------------- cumsum
+
+
+def _cumsum_bw(node, g):
+    dim, reverse = node.args
+    return (record(CUMSUM, (g,), (dim, not reverse), [(g.shape, g.dtype)], g.device)[0],)
+
+
+CUMSUM = register("cumsum", cpu=rk.cumsum, backward=_cumsum_bw)
+
+
+def cumsum(x, dim, *, dtype=None):
+    """Running sum along `dim`. Integer and bool inputs sum in int64, like torch.
+
+    >>> plast.tensor([1, 2, 3]).cumsum(0).tolist()
+    [1, 3, 6]
+    """
+    out_dtype = (
+        dtypes.as_dtype(dtype)
+        if dtype is not None
+        else (x.dtype if x.dtype.is_floating_point else dtypes.int64)
+    )
+    if x.dtype is not out_dtype:
+        x = movement.cast(x, out_dtype)
+    x1, d = _one_dim(x, dim, "cumsum")
+    out = record(CUMSUM, (x1,), (d, False), [(x1.shape, out_dtype)], x.device)[0]
+    return movement.reshape(out, ()) if x.ndim == 0 else out
+
+
+# ---------------------------------------------------------------- sort, argsort, topk
+
+ARGSORT = register("argsort", cpu=rk.argsort)
+TOPK = register("topk", cpu=rk.topk)
+
+
+def sort(x, dim=-1, descending=False, stable=False):
+    """Sorted values along `dim` and their indices (int64). Always stable: equal elements keep their order;
+    NaN sorts as the largest value, like torch.
+
+    >>> v, i = plast.tensor([3.0, 1.0, 2.0]).sort()
+    >>> v.tolist(), i.tolist()
+    ([1.0, 2.0, 3.0], [1, 2, 0])
+    """
+    x1, d = _one_dim(x, dim, "sort")
+    idx = record(ARGSORT, (x1,), (d, bool(descending)), [(x1.shape, dtypes.int64)], x.device)[0]
+    values = _take_along(x1, idx, d)
+    if x.ndim == 0:
+        values, idx = movement.reshape(values, ()), movement.reshape(idx, ())
+    return _SortResult(values, idx)
+
+
+def argsort(x, dim=-1, descending=False, stable=False):
+    """Indices that sort `x` along `dim` (int64); see ``sort``.
+
+    >>> plast.tensor([3.0, 1.0, 2.0]).argsort(descending=True).tolist()
+    [0, 2, 1]
+    """
+    return sort(x, dim, descending, stable).indices
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    """The `k` largest (or smallest) values along `dim`, sorted, and their indices (int64).
+
+    >>> v, i = plast.tensor([1.0, 4.0, 2.0, 3.0]).topk(2)
+    >>> v.tolist(), i.tolist()
+    ([4.0, 3.0], [1, 3])
+    """
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"topk(): k must be an int, got {type(k).__name__}")
+    x1, d = _one_dim(x, dim, "topk")
+    if not 0 <= k <= x1.shape[d]:
+        raise RuntimeError(
+            f"topk(): selected index k={k} out of range: dim {dim} of shape {tuple(x.shape)} has {x1.shape[d]} elements"
+        )
+    shape = tuple(k if i == d else s for i, s in enumerate(x1.shape))
+    idx = record(TOPK, (x1,), (k, d, bool(largest)), [(shape, dtypes.int64)], x.device)[0]
+    values = _take_along(x1, idx, d)
+    if x.ndim == 0:
+        values, idx = movement.reshape(values, ()), movement.reshape(idx, ())
+    return _TopkResult(values, idx)
+
+
+# ---------------------------------------------------------------- all / any
+
+ALL = register("all", cpu=rk.all_any)
+ANY = register("any", cpu=rk.all_any)
+
+
+def _all_any(op, x, dim, keepdim):
+    dims = _dims(x, dim, op.name, empty_is_all=False)
+    shape = _reduced_shape(x.shape, dims, keepdim)
+    return record(op, (x,), (dims, keepdim), [(shape, dtypes.bool_)], x.device)[0]
+
+
+def all(x, dim=None, keepdim=False):  # noqa: A001
+    """True where every element (over `dim`, or all) is nonzero; a bool tensor.
+
+    >>> plast.tensor([[1, 0], [1, 1]]).all(1).tolist()
+    [False, True]
+    """
+    return _all_any(ALL, x, dim, keepdim)
+
+
+def any(x, dim=None, keepdim=False):  # noqa: A001
+    """True where some element (over `dim`, or all) is nonzero; a bool tensor.
+
+    >>> plast.tensor([[1, 0], [0, 0]]).any(1).tolist()
+    [True, False]
+    """
+    return _all_any(ANY, x, dim, keepdim)
+
+
+# ---------------------------------------------------------------- multinomial
+
+MULTINOMIAL = register("multinomial", cpu=rk.multinomial)
+
+
+def multinomial(probs, num_samples, replacement=False, *, generator=None):
+    """Sample category indices (int64) from rows of non-negative weights (1-D or 2-D `probs`), from the
+    Philox stream of `generator` (the global one by default).
+
+    >>> g = plast.Generator().manual_seed(0)
+    >>> plast.multinomial(plast.tensor([0.0, 1.0, 0.0]), 2, replacement=True, generator=g).tolist()
+    [1, 1]
+    """
+    from ..creation import rand
+    from ..engine.jit import tracing
+
+    if not probs.dtype.is_floating_point:
+        raise DTypeError(f"multinomial(): only supports floating-point weights, got {probs.dtype}")
+    if probs.ndim not in (1, 2):
+        raise ShapeError(f"multinomial(): probs must be 1-D or 2-D, got shape {tuple(probs.shape)}")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
+        raise ValueError(f"multinomial(): num_samples must be a positive int, got {num_samples!r}")
+    w = probs if probs.ndim == 2 else movement.reshape(probs, (1, probs.shape[0]))
+    rows, cats = w.shape
+    if not replacement and num_samples > cats:
+        raise RuntimeError(
+            f"multinomial(): cannot sample n_sample={num_samples} > prob_dist.size(-1)={cats} samples without "
+            "replacement; pass replacement=True or ask for fewer samples"
+        )
+    if not tracing():
+        rk.check_weights(w._np_array().reshape(rows, cats))
+    u = rand(rows, num_samples if replacement else cats, generator=generator, dtype=dtypes.float64)
+    out = record(
+        MULTINOMIAL,
+        (w, u),
+        (num_samples, bool(replacement)),
+        [((rows, num_samples), dtypes.int64)],
+        probs.device,
+    )[0]
+    return out if probs.ndim == 2 else movement.reshape(out, (num_samples,))
+
+
+__all__ = [
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "var",
+    "std",
+    "norm",
+    "prod",
+    "cumsum",
+    "sort",
+    "argsort",
+    "topk",
+    "all",
+    "any",
+    "multinomial",
+]
+
+TENSOR_METHODS = {name: globals()[name] for name in __all__}

@@ -1,0 +1,190 @@
+"""CPU kernels for reductions and sorting (numpy over arena memory; the correctness baseline).
+
+Every kernel reads inputs with arbitrary strides through `np_view` and writes the contiguous outputs the
+engine allocated. The op layer (ops/reduce.py) has already checked dims, sizes and dtypes; kernels that see
+data-dependent bad input (multinomial weights) raise a Python exception, never crash.
+"""
+
+import numpy as np
+
+from .kernels import np_view
+
+
+def _write(out, value):
+    np_view(out)[...] = value
+
+
+def minmax(node, inputs, outputs):
+    """amax / amin over `dims` (NaN propagates, as in torch)."""
+    dims, keepdim = node.args
+    fn = np.max if node.op.name == "amax" else np.min
+    _write(outputs[0], fn(np_view(inputs[0]), axis=dims, keepdims=keepdim))
+
+
+def tie_weights(node, inputs, outputs):
+    """1/count at the positions equal to the reduced extreme `m` (NaN matches NaN), 0 elsewhere: how
+    whole-tensor max/amax split their gradient among ties, like torch."""
+    (dims,) = node.args
+    x, m = np_view(inputs[0]), np_view(inputs[1])
+    mask = (x == m) | (np.isnan(x) & np.isnan(m))
+    count = mask.sum(axis=dims, keepdims=True)
+    _write(outputs[0], mask / np.maximum(count, 1))
+
+
+def argminmax(node, inputs, outputs):
+    dim, keepdim = node.args
+    x = np_view(inputs[0])
+    fn = np.argmax if node.op.name == "argmax" else np.argmin
+    if x.ndim == 0:
+        _write(outputs[0], 0)
+        return
+    _write(outputs[0], fn(x, axis=dim, keepdims=keepdim))
+
+
+def take_along(node, inputs, outputs):
+    (dim,) = node.args
+    _write(outputs[0], np.take_along_axis(np_view(inputs[0]), np_view(inputs[1]), axis=dim))
+
+
+def put_along(node, inputs, outputs):
+    """Zeros of the output's shape with `g` written at `idx` along `dim` (indices are unique along `dim`:
+    they come from sort/topk/argmax)."""
+    dim, _shape = node.args
+    out = np_view(outputs[0])
+    out[...] = 0
+    if out.size:
+        np.put_along_axis(out, np_view(inputs[1]), np_view(inputs[0]), axis=dim)
+
+
+def _argsort(x, axis, descending):
+    """Stable argsort; descending keeps equal elements in their original order (and puts NaN first)."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    n = x.shape[axis]
+    idx = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+    return np.flip(n - 1 - idx, axis)
+
+
+def argsort(node, inputs, outputs):
+    dim, descending = node.args
+    _write(outputs[0], _argsort(np_view(inputs[0]), dim, descending))
+
+
+def topk(node, inputs, outputs):
+    k, dim, largest = node.args
+    idx = _argsort(np_view(inputs[0]), dim, largest)
+    _write(outputs[0], np.take(idx, np.arange(k), axis=dim))
+
+
+def cumsum(node, inputs, outputs):
+    dim, reverse = node.args
+    x = np_view(inputs[0])
+    dt = outputs[0].dtype.np
+    if reverse:
+        _write(outputs[0], np.flip(np.cumsum(np.flip(x, dim), axis=dim, dtype=dt), dim))
+    else:
+        _write(outputs[0], np.cumsum(x, axis=dim, dtype=dt))
+
+
+def prod(node, inputs, outputs):
+    dim, keepdim = node.args
+    x = np_view(inputs[0])
+    _write(outputs[0], np.prod(x, axis=dim, keepdims=keepdim, dtype=outputs[0].dtype.np))
+
+
+def _exclusive(xm):
+    """Exclusive prefix and suffix products along the last axis."""
+    left = np.ones_like(xm)
+    right = np.ones_like(xm)
+    if xm.shape[-1] > 1:
+        left[..., 1:] = np.cumprod(xm[..., :-1], axis=-1)
+        right[..., :-1] = np.flip(np.cumprod(np.flip(xm[..., 1:], -1), axis=-1), -1)
+    return left, right
+
+
+def prod_others(node, inputs, outputs):
+    """out[k] = product of x[j] for j != k along `dim` (exact with zeros, no division)."""
+    (dim,) = node.args
+    xm = np.moveaxis(np_view(inputs[0]), dim, -1)
+    left, right = _exclusive(xm)
+    _write(outputs[0], np.moveaxis(left * right, -1, dim))
+
+
+def prod_others_bw(node, inputs, outputs):
+    """out[k] = sum_{i != k} g[i] * prod_{j != i, k} x[j] along `dim`: the derivative of sum(g * prod_others(x))."""
+    (dim,) = node.args
+    xm = np.moveaxis(np_view(inputs[0]), dim, -1)
+    gm = np.moveaxis(np_view(inputs[1]), dim, -1)
+    n = xm.shape[-1]
+    left, right = _exclusive(xm)
+    if np.all(xm != 0) and np.all(np.isfinite(xm)):
+        # no zeros: prod_{j != i,k} = others[k] / x[i]
+        others = left * right
+        s = np.sum(gm / xm, axis=-1, keepdims=True)
+        res = others * (s - gm / xm)
+    else:
+        # running sums of the terms left and right of k (division-free)
+        acc_l = np.zeros_like(xm)
+        acc_r = np.zeros_like(xm)
+        for k in range(1, n):
+            acc_l[..., k] = acc_l[..., k - 1] * xm[..., k - 1] + gm[..., k - 1] * left[..., k - 1]
+        for k in range(n - 2, -1, -1):
+            acc_r[..., k] = acc_r[..., k + 1] * xm[..., k + 1] + gm[..., k + 1] * right[..., k + 1]
+        res = acc_l * right + left * acc_r
+    _write(outputs[0], np.moveaxis(res, -1, dim))
+
+
+def sqrt(node, inputs, outputs):
+    _write(outputs[0], np.sqrt(np_view(inputs[0])))
+
+
+def norm(node, inputs, outputs):
+    p, dims, keepdim = node.args
+    x = np_view(inputs[0])
+    if p == 2.0:
+        r = np.sqrt(np.sum(x * x, axis=dims, keepdims=keepdim))
+    else:
+        r = np.sum(np.abs(x) ** p, axis=dims, keepdims=keepdim) ** (1.0 / p)
+    _write(outputs[0], r)
+
+
+def all_any(node, inputs, outputs):
+    dims, keepdim = node.args
+    fn = np.all if node.op.name == "all" else np.any
+    _write(outputs[0], fn(np_view(inputs[0]), axis=dims, keepdims=keepdim))
+
+
+def check_weights(w):
+    """Raise like torch for weights multinomial can't sample from (w: 2-D numpy array)."""
+    if w.size and not (np.all(np.isfinite(w)) and np.all(w >= 0)):
+        raise RuntimeError("multinomial: probability tensor contains either `inf`, `nan` or element < 0")
+    if w.shape[0] and (w.shape[1] == 0 or np.any(w.sum(axis=1) <= 0)):
+        raise RuntimeError(
+            "multinomial: invalid distribution (sum of probabilities <= 0): every row needs a positive weight"
+        )
+
+
+def multinomial(node, inputs, outputs):
+    """Draw category indices per row from uniforms `u`.
+
+    With replacement: inverse CDF. Without: the exponential-race trick (the k largest w / E with E ~ Exp(1)
+    are a weighted sample without replacement); zero weights are taken last, in index order.
+    """
+    num_samples, replacement = node.args
+    w = np.asarray(np_view(inputs[0]), dtype=np.float64)
+    u = np_view(inputs[1])
+    check_weights(w)
+    out = np_view(outputs[0])
+    if out.size == 0:
+        return
+    if replacement:
+        cdf = np.cumsum(w, axis=1)
+        last = w.shape[1] - 1 - np.argmax(w[:, ::-1] > 0, axis=1)  # last category with weight > 0
+        for r in range(w.shape[0]):
+            idx = np.searchsorted(cdf[r], u[r] * cdf[r, -1], side="right")
+            out[r] = np.minimum(idx, last[r])
+    else:
+        e = -np.log1p(-u)
+        with np.errstate(divide="ignore"):
+            keys = np.where(w > 0, w / e, -1.0)
+        out[...] = _argsort(keys, 1, True)[:, :num_samples]
