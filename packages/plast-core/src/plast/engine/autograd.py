@@ -210,12 +210,29 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None):
 
 
 def _finish(order, grads, retain_graph, create_graph):
-    """Realize the gradients together with every forward value someone still holds, then (unless the graph
-    is retained) free the graph's saved tensors."""
+    """Realize the gradients, then every forward value that someone outside the graph still holds (fusion may
+    have left intermediates unmaterialized), then (unless the graph is retained) free the graph's saved tensors."""
+    import sys
+
     if retain_graph is None:
         retain_graph = create_graph
-    live = [t for node in order for ref in node.outputs if (t := ref()) is not None and t._storage is None]
-    realize(([] if create_graph else grads) + live)
+    if not create_graph:
+        realize(grads)
+    occ = {}
+    for node in order:
+        if node.inputs:
+            for x in node.inputs:
+                occ[id(x)] = occ.get(id(x), 0) + 1
+    x = None
+    held = []
+    for node in order:
+        for ref in node.outputs:
+            t = ref()
+            # NOTE: getrefcount counts its argument and the local `t`; the rest must be graph edges.
+            if t is not None and t._storage is None and sys.getrefcount(t) - 2 > occ.get(id(t), 0):
+                held.append(t)
+            t = None
+    realize(held)
     if not retain_graph:
         for node in order:
             node.inputs = None

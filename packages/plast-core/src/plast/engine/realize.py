@@ -4,8 +4,11 @@ The plan cache, the liveness planner and fusion (engine II) slot in here: they c
 and executed, not what a kernel sees.
 """
 
+import os
+import sys
+
 from .. import _arenas
-from . import autograd_state, jit
+from . import autograd_state, fusion, jit
 
 
 def schedule(targets):
@@ -37,19 +40,32 @@ def schedule(targets):
     return order
 
 
-def _run(node):
+def _outputs(node):
     from ..tensor import Tensor
 
-    op = node.op
-    dev = node.device
     outs = []
     for i, ref in enumerate(node.outputs):
         t = ref()
         if t is None:  # nobody holds this output; the kernel still needs somewhere to write it
             shape, dtype = node.specs[i]
-            t = Tensor._lazy(shape, dtype, dev, node, i)
+            t = Tensor._lazy(shape, dtype, node.device, node, i)
         outs.append(t)
-    dev_type = dev.type
+    return outs
+
+
+def _finish_node(node, outs):
+    node.done = True
+    if not node.needs_grad:
+        # Nothing will differentiate through this node: drop the edges so inputs can be freed now.
+        for o in outs:
+            o._node = None
+        node.inputs = ()
+
+
+def _run(node):
+    op = node.op
+    outs = _outputs(node)
+    dev_type = node.device.type
     kernel = op.kernels.get(dev_type)
     if kernel is None:
         raise NotImplementedError(f"op {op.name!r} has no {dev_type} kernel yet")
@@ -68,12 +84,7 @@ def _run(node):
             jit.note_kernel(kernel, node, node.inputs, outs)
         if autograd_state.anomaly_detection:
             _check_nan(node, outs)
-    node.done = True
-    if not node.needs_grad:
-        # Nothing will differentiate through this node: drop the edges so inputs can be freed now.
-        for o in outs:
-            o._node = None
-        node.inputs = ()
+    _finish_node(node, outs)
 
 
 def _check_nan(node, outs):
@@ -90,8 +101,137 @@ def _check_nan(node, outs):
             )
 
 
+# ---- plan cache --------------------------------------------------------------------------------------------
+
+_PLANS = {}
+_STATS = {"hits": 0, "misses": 0, "realizes": 0, "nodes": 0, "fused_groups": 0, "fused_nodes": 0}
+_DEBUG = os.environ.get("PLAST_DEBUG", "0") not in ("", "0")
+
+
+def _cache_enabled():
+    return os.environ.get("PLAST_PLAN_CACHE", "1") != "0"
+
+
+def scheduler_stats(reset=False):
+    """Counts of the scheduler: plan-cache hits and misses, realize calls, nodes run, fused groups."""
+    out = dict(_STATS, cached_plans=len(_PLANS))
+    if reset:
+        for k in _STATS:
+            _STATS[k] = 0
+    return out
+
+
+def _internal_outputs(order):
+    """(id(node), output index) of every output that fusion may leave unmaterialized: consumed by exactly one
+    node of `order`, held by nothing else, and not read by that consumer's backward."""
+    pos = {id(n): i for i, n in enumerate(order)}
+    uses = {}
+    consumer = {}
+    for n in order:
+        for t in n.inputs:
+            p = t._node
+            if p is None or id(p) not in pos or t._storage is not None:
+                continue
+            k = (id(p), t._index)
+            uses[k] = uses.get(k, 0) + 1
+            prev = consumer.get(k)
+            consumer[k] = n if prev is None or prev is n else False
+    t = None  # noqa: F841 -- the loop variable would otherwise hold one reference to the last input
+    internal = set()
+    for k, c in consumer.items():
+        if c is False or (c.needs_grad and c.op.saves_inputs):
+            continue
+        p = order[pos[k[0]]]
+        ref = p.outputs[k[1]]
+        # NOTE: getrefcount counts its own argument; every other reference must come from the consumer's inputs.
+        if ref() is None or sys.getrefcount(ref()) - 1 != uses[k]:
+            continue
+        internal.add(k)
+    return internal
+
+
+def _fingerprint(order, internal):
+    """Structural key of a graph: ops, arguments, shapes, dtypes, devices, edges, and which outputs are internal;
+    never data."""
+    pos = {id(n): i for i, n in enumerate(order)}
+    parts = []
+    for n in order:
+        ins = []
+        for t in n.inputs:
+            p = t._node
+            if p is not None and id(p) in pos and t._storage is None:
+                ins.append((pos[id(p)], t._index))
+            else:
+                ins.append((t._shape, t.dtype.code, t._strides))
+        flags = tuple((id(n), i) in internal for i in range(len(n.specs)))
+        parts.append((n.op.name, n.args, tuple((s, d.code) for s, d in n.specs), str(n.device), tuple(ins), flags))
+    return hash(tuple(parts))
+
+
+def _plan(order):
+    """Fused groups for `order`, from the plan cache when its fingerprint was seen before."""
+    internal = _internal_outputs(order)
+    if not _cache_enabled():
+        return fusion.find_groups(order, internal)
+    key = _fingerprint(order, internal)
+    cached = _PLANS.get(key)
+    if cached is not None:
+        _STATS["hits"] += 1
+        if _DEBUG:
+            print(f"plast scheduler: plan cache hit ({len(order)} nodes, {len(cached)} fused groups)")
+        groups, covered = {}, set()
+        for root_pos, rule in cached:
+            root = order[root_pos]
+            caps, cov = {}, []
+            fusion._match(rule.pattern, root, internal, caps, cov)
+            kernel, inputs, args = rule.build(caps, root)
+            groups[id(root)] = fusion.Group(rule, cov + [root], kernel, inputs, args)
+            covered.update(id(n) for n in cov)
+        return groups, covered
+    _STATS["misses"] += 1
+    groups, covered = fusion.find_groups(order, internal)
+    pos = {id(n): i for i, n in enumerate(order)}
+    _PLANS[key] = [(pos[rid], g.rule) for rid, g in groups.items()]
+    if _DEBUG:
+        names = ", ".join(g.rule.name for g in groups.values()) or "none"
+        print(f"plast scheduler: plan cache miss ({len(order)} nodes; fused: {names})")
+    return groups, covered
+
+
+def _run_group(g):
+    root = g.nodes[-1]
+    outs = _outputs(root)
+    arena = _arenas.transient(root.device.type)
+    for o in outs:
+        o._storage = arena.new(o.numel() * o.dtype.itemsize)
+    for t in g.inputs:
+        t._storage.check()
+    g.kernel(root, g.inputs, outs, g.args)
+    if jit._tape is not None:
+        kernel, args = g.kernel, g.args
+        jit.note_kernel(lambda node, inputs, outputs: kernel(node, inputs, outputs, args), root, g.inputs, outs)
+    _STATS["fused_groups"] += 1
+    _STATS["fused_nodes"] += len(g.nodes)
+    _finish_node(root, outs)
+
+
 def realize(targets):
     """Compute every tensor in `targets` (and what they need) that has no value yet."""
-    for node in schedule(targets):
-        _run(node)
+    order = schedule(targets)
+    if not order:
+        return targets
+    _STATS["realizes"] += 1
+    _STATS["nodes"] += len(order)
+    if len(order) > 1 and fusion.enabled():
+        groups, covered = _plan(order)
+    else:
+        groups, covered = {}, ()
+    for node in order:
+        if id(node) in covered:
+            continue
+        g = groups.get(id(node))
+        if g is None:
+            _run(node)
+        else:
+            _run_group(g)
     return targets

@@ -44,7 +44,9 @@ SIGMOID = register(
 )
 ABS = register("abs", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, sign(x))))
 SIGN = register("sign", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: None))
-RELU = register("relu", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, sign(_out(n)))))
+RELU = register(
+    "relu", cpu=cpu.unary, fusible=True, saves_inputs=False, backward=_bw(lambda n, x, g: mul(g, sign(_out(n))))
+)
 ERF = register(
     "erf", cpu=cpu.unary, fusible=True,
     backward=_bw(lambda n, x, g: mul(g, mul(exp(mul(mul(x, x), -1.0)), 2.0 / math.sqrt(math.pi)))),

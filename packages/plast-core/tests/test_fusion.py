@@ -1,0 +1,119 @@
+"""Fusion rules fire where they should, never where an intermediate is shared, and change no result."""
+
+import numpy as np
+import pytest
+
+import plast
+from plast.engine.realize import scheduler_stats
+
+
+def fused(fn):
+    """Run fn() with a fresh count; return (result as numpy, names of the rules that fired)."""
+    from plast.engine import realize as R
+
+    fired = []
+    orig = R._run_group
+
+    def spy(g):
+        fired.append(g.rule.name)
+        return orig(g)
+
+    R._run_group = spy
+    try:
+        out = fn()
+    finally:
+        R._run_group = orig
+    return out, fired
+
+
+@pytest.fixture
+def data():
+    plast.manual_seed(0)
+    return plast.randn(8, 5), plast.randn(5, 6), plast.randn(6)
+
+
+def test_matmul_bias_relu_fires(data):
+    x, w, b = data
+    out, fired = fused(lambda: (x @ w + b).relu().numpy())
+    assert fired == ["matmul_bias_relu"]
+    np.testing.assert_allclose(out, np.maximum(x.numpy() @ w.numpy() + b.numpy(), 0), rtol=1e-6)
+
+
+def test_matmul_bias_and_addmm_relu_fire(data):
+    x, w, b = data
+    _, fired = fused(lambda: (x @ w + b).numpy())
+    assert fired == ["matmul_bias"]
+    if hasattr(plast, "addmm"):
+        _, fired = fused(lambda: plast.addmm(b, x, w).relu().numpy())
+        assert fired == ["addmm_relu"]
+
+
+def test_no_fusion_when_intermediate_is_shared(data):
+    x, w, b = data
+    h = x @ w  # the user holds the matmul's result
+    _, fired = fused(lambda: (h + b).relu().numpy())
+    assert fired == []
+    assert h.numpy().shape == (8, 6)
+    # a second consumer inside the graph also blocks it
+    h2 = x @ w
+    s = h2 + b
+    _, fired = fused(lambda: plast.forward((s.relu() + s)).numpy())
+    assert "matmul_bias_relu" not in fired
+
+
+@pytest.mark.skipif(not hasattr(plast, "nll_loss"), reason="nll_loss not built yet")
+def test_log_softmax_nll_fires_and_agrees():
+    plast.manual_seed(1)
+    x = plast.randn(6, 4)
+    t = plast.randint(0, 4, (6,))
+    out, fired = fused(lambda: plast.nll_loss(plast.log_softmax(x, 1), t).item())
+    assert fired == ["log_softmax_nll"]
+    assert abs(out - plast.cross_entropy(x, t).item()) < 1e-6
+
+
+def test_fusion_on_off_agree_in_training(monkeypatch, data):
+    x, w, b = data
+
+    def run():
+        wp = w.detach().clone().requires_grad_()
+        bp = b.detach().clone().requires_grad_()
+        loss = ((x @ wp + bp).relu() * 1.5).sum()
+        loss.backward()
+        return loss.item(), wp.grad.numpy(), bp.grad.numpy()
+
+    on, fired = fused(run)
+    assert "matmul_bias_relu" in fired
+    monkeypatch.setenv("PLAST_FUSION", "0")
+    off, fired_off = fused(run)
+    assert fired_off == []
+    assert on[0] == pytest.approx(off[0], rel=1e-6)
+    np.testing.assert_allclose(on[1], off[1], rtol=1e-6)
+    np.testing.assert_allclose(on[2], off[2], rtol=1e-6)
+
+
+def test_plan_cache_hits_and_switch(monkeypatch, data):
+    x, w, b = data
+    (x @ w + b).relu().numpy()
+    before = scheduler_stats()
+    for _ in range(5):
+        (x @ w + b).relu().numpy()
+    after = scheduler_stats()
+    assert after["hits"] - before["hits"] == 5
+    assert after["misses"] == before["misses"]
+    monkeypatch.setenv("PLAST_PLAN_CACHE", "0")
+    (x @ w + b).relu().numpy()
+    assert scheduler_stats()["hits"] == after["hits"]
+
+
+def test_debug_prints_hits_and_misses(data):
+    import subprocess
+    import sys
+
+    code = (
+        "import plast\n"
+        "x, w, b = plast.randn(4, 3), plast.randn(3, 2), plast.randn(2)\n"
+        "for _ in range(2): (x @ w + b).relu().numpy()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**__import__("os").environ, "PLAST_DEBUG": "1"}, check=True).stdout
+    assert "plan cache miss" in out and "plan cache hit" in out
