@@ -53,6 +53,14 @@ def _outputs(node):
     return outs
 
 
+def _unallocate(outs):
+    """A kernel raised (bad indices are data, checked as it runs): its outputs hold no value, so a later read
+    must run it again (and raise again), never return the uninitialized memory."""
+    for o in outs:
+        o._storage = None
+        o._npcache = None
+
+
 def _finish_node(node, outs):
     node.done = True
     if not node.needs_grad:
@@ -79,7 +87,11 @@ def _run(node):
         arena = _arenas.transient(dev_type)
         for o in outs:
             o._storage = arena.new(o.numel() * o.dtype.itemsize)
-        kernel(node, node.inputs, outs)
+        try:
+            kernel(node, node.inputs, outs)
+        except BaseException:
+            _unallocate(outs)
+            raise
         if jit._tape is not None:
             jit.note_kernel(kernel, node, node.inputs, outs)
         if autograd_state.anomaly_detection:
@@ -206,7 +218,11 @@ def _run_group(g):
         o._storage = arena.new(o.numel() * o.dtype.itemsize)
     for t in g.inputs:
         t._storage.check()
-    g.kernel(root, g.inputs, outs, g.args)
+    try:
+        g.kernel(root, g.inputs, outs, g.args)
+    except BaseException:
+        _unallocate(outs)
+        raise
     if jit._tape is not None:
         kernel, args = g.kernel, g.args
         jit.note_kernel(lambda node, inputs, outputs: kernel(node, inputs, outputs, args), root, g.inputs, outs)
