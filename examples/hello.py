@@ -1,6 +1,6 @@
 """plast's hello world: how this copy was built, and a computation through the C kernels.
 
-    python examples/hello.py
+python examples/hello.py
 """
 
 import time
@@ -20,5 +20,7 @@ c = (a * b + 1.0).numpy()
 dt = time.perf_counter() - t0
 ref = a.numpy() * b.numpy() + np.float32(1.0)
 assert np.array_equal(c, ref), "plast and numpy disagree"
-print(f"\n(a * b + 1) over {n:,} floats on {plast.get_num_threads()} thread(s): {dt * 1e3:.2f} ms, matches numpy")
+print(
+    f"\n(a * b + 1) over {n:,} floats on {plast.get_num_threads()} thread(s): {dt * 1e3:.2f} ms, matches numpy"
+)
 print(plast.arange(6).reshape(2, 3) * 10)

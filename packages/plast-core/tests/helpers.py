@@ -9,8 +9,20 @@ import plast
 TOL = {np.float32: dict(rtol=1e-4, atol=1e-5), np.float64: dict(rtol=1e-10, atol=1e-10)}
 
 
-def helper_test_op(shapes, plast_fn, torch_fn=None, *, dtype=np.float32, low=-2.0, high=2.0, seed=0,
-                   grad=True, inputs=None, transform=None, tol=None):
+def helper_test_op(
+    shapes,
+    plast_fn,
+    torch_fn=None,
+    *,
+    dtype=np.float32,
+    low=-2.0,
+    high=2.0,
+    seed=0,
+    grad=True,
+    inputs=None,
+    transform=None,
+    tol=None,
+):
     """shapes: input shapes. transform(name, t): optional view applied to both frameworks' inputs after creation
     (e.g. a transpose, to test non-contiguous inputs). Returns the plast output."""
     import torch

@@ -58,7 +58,9 @@ def test_arena_scope_and_stats():
 
 def test_init_arenas_grow_false():
     try:
-        plast.init_arenas(device=plast.Device.CPU, persistent_bytes=1 << 20, transient_bytes=1 << 20, grow=False)
+        plast.init_arenas(
+            device=plast.Device.CPU, persistent_bytes=1 << 20, transient_bytes=1 << 20, grow=False
+        )
         with pytest.raises(plast.ArenaExhaustedError, match="persistent arena is full"):
             plast.zeros(300_000)
         x = plast.zeros(200_000)  # 800 kB of the 1 MiB persistent arena

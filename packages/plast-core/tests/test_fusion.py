@@ -57,7 +57,7 @@ def test_no_fusion_when_intermediate_is_shared(data):
     # a second consumer inside the graph also blocks it
     h2 = x @ w
     s = h2 + b
-    _, fired = fused(lambda: plast.forward((s.relu() + s)).numpy())
+    _, fired = fused(lambda: plast.forward(s.relu() + s).numpy())
     assert "matmul_bias_relu" not in fired
 
 
@@ -114,6 +114,11 @@ def test_debug_prints_hits_and_misses(data):
         "x, w, b = plast.randn(4, 3), plast.randn(3, 2), plast.randn(2)\n"
         "for _ in range(2): (x @ w + b).relu().numpy()\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**__import__("os").environ, "PLAST_DEBUG": "1"}, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PLAST_DEBUG": "1"},
+        check=True,
+    ).stdout
     assert "plan cache miss" in out and "plan cache hit" in out

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from helpers import helper_test_op
 
 torch = pytest.importorskip("torch")
@@ -20,15 +19,20 @@ BROADCASTS = [
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shapes", BROADCASTS)
-@pytest.mark.parametrize("fn", [lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b,
-                                lambda a, b: a / (b * b + 0.5)],
-                         ids=["add", "sub", "mul", "div"])
+@pytest.mark.parametrize(
+    "fn",
+    [lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b, lambda a, b: a / (b * b + 0.5)],
+    ids=["add", "sub", "mul", "div"],
+)
 def test_binary(shapes, fn, dtype):
     helper_test_op(shapes, fn, dtype=dtype)
 
 
-@pytest.mark.parametrize("fn", [lambda a: -a, lambda a: a * 3 - 1, lambda a: 2 / (a * a + 1), lambda a: 1 - a],
-                         ids=["neg", "scalar_ops", "rdiv", "rsub"])
+@pytest.mark.parametrize(
+    "fn",
+    [lambda a: -a, lambda a: a * 3 - 1, lambda a: 2 / (a * a + 1), lambda a: 1 - a],
+    ids=["neg", "scalar_ops", "rdiv", "rsub"],
+)
 def test_unary_and_scalar(fn):
     helper_test_op([(4, 5)], fn)
 
@@ -126,13 +130,31 @@ def test_unary_ops(name, dtype):
 def test_gelu_silu(approximate):
     import plast
 
-    helper_test_op([(5, 6)], lambda a: plast.gelu(a, approximate) if isinstance(a, plast.Tensor)
-                   else torch.nn.functional.gelu(a, approximate=approximate), low=-4, high=4)
-    helper_test_op([(5, 6)], lambda a: plast.silu(a) if isinstance(a, plast.Tensor) else torch.nn.functional.silu(a))
+    helper_test_op(
+        [(5, 6)],
+        lambda a: (
+            plast.gelu(a, approximate)
+            if isinstance(a, plast.Tensor)
+            else torch.nn.functional.gelu(a, approximate=approximate)
+        ),
+        low=-4,
+        high=4,
+    )
+    helper_test_op(
+        [(5, 6)], lambda a: plast.silu(a) if isinstance(a, plast.Tensor) else torch.nn.functional.silu(a)
+    )
 
 
-MATMULS = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
-           ((2, 1, 3, 4), (5, 4, 2)), ((0, 4), (4, 3)), ((3, 0), (0, 2))]
+MATMULS = [
+    ((3, 4), (4, 5)),
+    ((4,), (4, 5)),
+    ((3, 4), (4,)),
+    ((4,), (4,)),
+    ((2, 3, 4), (4, 5)),
+    ((2, 1, 3, 4), (5, 4, 2)),
+    ((0, 4), (4, 3)),
+    ((3, 0), (0, 2)),
+]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -45,7 +45,9 @@ def test_binary_paths_match_numpy(simd_paths, rng, dtype, n, threads):
         for op, ref in OPS.items():
             out = unaligned(rng, n, dtype, 5 * itemsize)
             _kernels.binary_arrays(op, a, b, out)
-            np.testing.assert_array_equal(out, ref(a, b), err_msg=f"op {op} on {path}, n={n}, {threads} threads")
+            np.testing.assert_array_equal(
+                out, ref(a, b), err_msg=f"op {op} on {path}, n={n}, {threads} threads"
+            )
             # broadcast operands (stride 0) take the vector-scalar loops
             _kernels.binary_arrays(op, a, b[:1], out) if n else None
             if n:

@@ -1,3 +1,4 @@
+# ruff: noqa: E402 -- the namespace path and the sibling finder must be set up before the imports below
 """plast: a small, fast deep-learning engine with a PyTorch-compatible API.
 
 >>> import plast
@@ -13,15 +14,15 @@ __path__ = extend_path(__path__, __name__)
 
 __version__ = "0.1.0"
 
-from . import _siblings  # noqa: E402
+from . import _siblings
 
 _siblings.install()
 
-from . import errors  # noqa: E402
-from ._arenas import arena_scope, arena_stats, init_arenas, reset_transient_arenas  # noqa: E402
-from ._config import show_config  # noqa: E402
-from .backends.cpu._runtime import get_num_threads, set_num_threads  # noqa: E402
-from .creation import (  # noqa: E402
+from . import autograd, errors
+from ._arenas import arena_scope, arena_stats, init_arenas, reset_transient_arenas
+from ._config import show_config
+from .backends.cpu._runtime import get_num_threads, set_num_threads
+from .creation import (
     arange,
     as_tensor,
     empty,
@@ -42,11 +43,12 @@ from .creation import (  # noqa: E402
     zeros,
     zeros_like,
 )
-from .devices import Device, device  # noqa: E402
-from .dtypes import bool_ as bool  # noqa: E402,A001
-from .dtypes import dtype, float32, float64, int32, int64  # noqa: E402
-from .engine.autograd_state import grad_enabled as _grad_enabled  # noqa: E402,F401
-from .errors import (  # noqa: E402
+from .devices import Device, device
+from .dtypes import bool_ as bool  # noqa: A001
+from .dtypes import dtype, float32, float64, int32, int64
+from .engine.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .engine.jit import jit
+from .errors import (
     ArenaExhaustedError,
     CheckpointError,
     DeviceMismatchError,
@@ -56,10 +58,10 @@ from .errors import (  # noqa: E402
     ShapeError,
     StaleTensorError,
 )
-from .engine.jit import jit  # noqa: E402
-from . import autograd  # noqa: E402
-from .engine.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
-from .random import (  # noqa: E402
+
+# Every op family's public functions (plast.add, plast.matmul, plast.softmax, ...): see plast/ops/__init__.py.
+from .ops import public_api as _public_api
+from .random import (
     Generator,
     get_rng_state,
     initial_seed,
@@ -67,10 +69,7 @@ from .random import (  # noqa: E402
     seed,
     set_rng_state,
 )
-from .tensor import Size, Tensor  # noqa: E402
-
-# Every op family's public functions (plast.add, plast.matmul, plast.softmax, ...): see plast/ops/__init__.py.
-from .ops import public_api as _public_api  # noqa: E402
+from .tensor import Size, Tensor
 
 globals().update(_public_api())
 
@@ -88,7 +87,12 @@ def forward(*tensors):
     return tensors[0] if len(tensors) == 1 else tensors
 
 
-_SIBLING_ATTRS = {"nn": "plast.nn", "optim": "plast.optim", "data": "plast.data", "experiment": "plast.experiment"}
+_SIBLING_ATTRS = {
+    "nn": "plast.nn",
+    "optim": "plast.optim",
+    "data": "plast.data",
+    "experiment": "plast.experiment",
+}
 
 
 def __getattr__(name):

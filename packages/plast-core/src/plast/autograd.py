@@ -1,7 +1,15 @@
 """plast.autograd: the torch.autograd names."""
 
 from .engine import autograd_state
-from .engine.autograd import backward, enable_grad, grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .engine.autograd import (
+    backward,
+    enable_grad,
+    grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 
 
 class set_detect_anomaly:
@@ -30,5 +38,15 @@ def is_anomaly_enabled():
     return autograd_state.anomaly_detection
 
 
-__all__ = ["backward", "grad", "no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "is_grad_enabled",
-           "set_detect_anomaly", "detect_anomaly", "is_anomaly_enabled"]
+__all__ = [
+    "backward",
+    "grad",
+    "no_grad",
+    "enable_grad",
+    "inference_mode",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "set_detect_anomaly",
+    "detect_anomaly",
+    "is_anomaly_enabled",
+]

@@ -5,8 +5,8 @@ import numbers
 import numpy as np
 
 from . import _arenas, dtypes, random
-from .engine import jit
 from .devices import as_device
+from .engine import jit
 from .errors import DTypeError
 from .memory.arena import borrow
 from .ops.shapes import numel
@@ -71,7 +71,9 @@ def _to_numpy(data, fn="tensor"):
         kind = {"U": "strings", "S": "bytes", "O": "objects", "c": "complex numbers", "V": "records"}.get(
             arr.dtype.kind, str(arr.dtype)
         )
-        raise TypeError(f"{fn}: can't make a tensor of {kind}; expected (nested lists of) bools, ints or floats")
+        raise TypeError(
+            f"{fn}: can't make a tensor of {kind}; expected (nested lists of) bools, ints or floats"
+        )
     inferred = None
     if arr.dtype.kind == "f":
         inferred = dtypes.float32  # Python floats are float32 tensors, as in torch
@@ -118,7 +120,9 @@ def from_numpy(arr):
     if not arr.flags.writeable:
         raise ValueError("from_numpy needs a writeable array (plast may write through it); pass a.copy()")
     if arr.dtype.byteorder not in "=|" and arr.dtype.byteorder != ("<" if np.little_endian else ">"):
-        raise DTypeError("from_numpy needs native byte order; convert with a.astype(a.dtype.newbyteorder('='))")
+        raise DTypeError(
+            "from_numpy needs native byte order; convert with a.astype(a.dtype.newbyteorder('='))"
+        )
     st = borrow(arr, arr.__array_interface__["data"][0], arr.nbytes)
     return Tensor._from_storage(st, arr.shape, dt)
 
@@ -147,13 +151,23 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
-    return full(_shape_arg(size, "zeros"), 0, dtype=dtype or dtypes.default_float, device=device,
-                requires_grad=requires_grad)
+    return full(
+        _shape_arg(size, "zeros"),
+        0,
+        dtype=dtype or dtypes.default_float,
+        device=device,
+        requires_grad=requires_grad,
+    )
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
-    return full(_shape_arg(size, "ones"), 1, dtype=dtype or dtypes.default_float, device=device,
-                requires_grad=requires_grad)
+    return full(
+        _shape_arg(size, "ones"),
+        1,
+        dtype=dtype or dtypes.default_float,
+        device=device,
+        requires_grad=requires_grad,
+    )
 
 
 def _like(t, dtype):
@@ -205,7 +219,9 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
     dt = dtypes.as_dtype(dtype or dtypes.default_float)
-    return _from_array(np.linspace(start, end, steps, dtype=np.float64).astype(dt.np), dt, device, requires_grad)
+    return _from_array(
+        np.linspace(start, end, steps, dtype=np.float64).astype(dt.np), dt, device, requires_grad
+    )
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):

@@ -53,7 +53,11 @@ class device:
         return hash((self.type, self.index or 0))
 
     def __repr__(self):
-        return f"device(type='{self.type}')" if self.index is None else f"device(type='{self.type}', index={self.index})"
+        return (
+            f"device(type='{self.type}')"
+            if self.index is None
+            else f"device(type='{self.type}', index={self.index})"
+        )
 
     def __str__(self):
         return self.type if self.index is None else f"{self.type}:{self.index}"

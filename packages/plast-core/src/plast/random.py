@@ -52,7 +52,9 @@ class Generator:
     def set_state(self, state):
         arr = np.asarray(state.numpy() if hasattr(state, "numpy") else state)
         if arr.shape != (2,) or arr.dtype.kind not in "iu":
-            raise ValueError(f"a generator state is an int64 tensor of shape (2,), got {arr.dtype} {arr.shape}")
+            raise ValueError(
+                f"a generator state is an int64 tensor of shape (2,), got {arr.dtype} {arr.shape}"
+            )
         seed, offset = arr.astype(np.int64).view(np.uint64).tolist()
         self._seed, self._offset = int(seed), int(offset)
         return self
@@ -121,7 +123,15 @@ def fill_tensor(t, kind, p1, p2, generator=None):
 
     def draw(out):
         if out.numel():
-            fill(kind, out._storage.address + out._offset * out.dtype.itemsize, out.dtype.code, out.numel(), p1, p2, g)
+            fill(
+                kind,
+                out._storage.address + out._offset * out.dtype.itemsize,
+                out.dtype.code,
+                out.numel(),
+                p1,
+                p2,
+                g,
+            )
 
     draw(t)
     jit.note_random(draw, t, f"random_{kind}")

@@ -181,8 +181,10 @@ class Tensor:
 
     def item(self):
         if self.numel() != 1:
-            raise ValueError(f"item(): only a tensor with one element can be converted to a Python number, "
-                             f"this one has shape {tuple(self._shape)}")
+            raise ValueError(
+                f"item(): only a tensor with one element can be converted to a Python number, "
+                f"this one has shape {tuple(self._shape)}"
+            )
         return self._np_array().reshape(()).item()
 
     def tolist(self):
@@ -227,7 +229,9 @@ class Tensor:
     # ---- casts and copies ----
     def to(self, *args, dtype=None, device=None, copy=False):
         for a in args:
-            if isinstance(a, (dtypes.dtype, type)) or (isinstance(a, str) and a in ("float32", "float64", "int64", "int32", "bool")):
+            if isinstance(a, (dtypes.dtype, type)) or (
+                isinstance(a, str) and a in ("float32", "float64", "int64", "int32", "bool")
+            ):
                 dtype = a
             elif isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
@@ -269,7 +273,9 @@ class Tensor:
     def detach(self):
         """A tensor sharing this one's value that is cut from the graph (no grad)."""
         self._realized()
-        return Tensor._from_storage(self._storage, self._shape, self.dtype, self.device, self._strides, self._offset)
+        return Tensor._from_storage(
+            self._storage, self._shape, self.dtype, self.device, self._strides, self._offset
+        )
 
     def register_hook(self, hook):
         """Call hook(grad) when this tensor's gradient is computed; a returned tensor replaces the grad."""
@@ -302,7 +308,9 @@ class Tensor:
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         from .engine import autograd
 
-        autograd.backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+        autograd.backward(
+            [self], [gradient], retain_graph=retain_graph, create_graph=create_graph, inputs=inputs
+        )
 
     def retain_grad(self):
         if not self.requires_grad:

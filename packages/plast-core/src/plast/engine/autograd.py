@@ -167,7 +167,9 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None):
             elif tuple(g.shape) != tuple(r.shape):
                 from ..errors import ShapeError
 
-                raise ShapeError(f"backward: gradient has shape {tuple(g.shape)}, the output has {tuple(r.shape)}")
+                raise ShapeError(
+                    f"backward: gradient has shape {tuple(g.shape)}, the output has {tuple(r.shape)}"
+                )
             p = _producer(r)
             if p is not None:
                 root_nodes.append(p)
@@ -198,7 +200,9 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None):
             else:
                 in_grads = node.op.backward(node, *gs)
             if len(in_grads) != len(node.inputs):
-                raise AssertionError(f"backward of {node.op.name} returned {len(in_grads)} grads for {len(node.inputs)} inputs")
+                raise AssertionError(
+                    f"backward of {node.op.name} returned {len(in_grads)} grads for {len(node.inputs)} inputs"
+                )
             for t, g in zip(node.inputs, in_grads):
                 if g is not None and t.requires_grad:
                     deliver(t, g)
@@ -257,7 +261,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad`` (``inputs`` restricts which leaves)."""
     if grad_tensors is None:
         grad_tensors = [None] * len(tensors)
-    leaf_grads, order = _run_backward(list(tensors), list(grad_tensors), retain_graph, create_graph, want=inputs)
+    leaf_grads, order = _run_backward(
+        list(tensors), list(grad_tensors), retain_graph, create_graph, want=inputs
+    )
     from ..ops.elementwise import add
 
     updates = []

@@ -12,7 +12,18 @@ class Node:
     graph nobody can reach is freed by reference counting alone.
     """
 
-    __slots__ = ("op", "inputs", "args", "specs", "outputs", "needs_grad", "versions", "done", "device", "__weakref__")
+    __slots__ = (
+        "op",
+        "inputs",
+        "args",
+        "specs",
+        "outputs",
+        "needs_grad",
+        "versions",
+        "done",
+        "device",
+        "__weakref__",
+    )
 
     def __init__(self, op, inputs, args, specs, device=None):
         self.op = op
@@ -22,7 +33,9 @@ class Node:
         self.specs = specs  # [(shape, dtype)] per output
         self.outputs = None
         self.needs_grad = False
-        self.versions = None  # storage versions of the inputs when recorded (set when backward will need them)
+        self.versions = (
+            None  # storage versions of the inputs when recorded (set when backward will need them)
+        )
         self.done = False  # computed
 
     def __repr__(self):

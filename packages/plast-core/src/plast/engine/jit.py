@@ -126,7 +126,16 @@ def runtime_input(fn):
 
 
 class Plan:
-    __slots__ = ("steps", "arg_aliases", "results", "runtime_inputs", "states", "block", "block_bytes", "treedef")
+    __slots__ = (
+        "steps",
+        "arg_aliases",
+        "results",
+        "runtime_inputs",
+        "states",
+        "block",
+        "block_bytes",
+        "treedef",
+    )
 
     def valid(self):
         for ref, keyfn, key in self.states:
@@ -190,7 +199,9 @@ class JitFunction:
         parts = []
         for a in list(args) + [kwargs[k] for k in sorted(kwargs)]:
             if isinstance(a, Tensor):
-                parts.append(("T", tuple(a.shape), a.dtype.code, str(a.device), tuple(a._strides), a.requires_grad))
+                parts.append(
+                    ("T", tuple(a.shape), a.dtype.code, str(a.device), tuple(a._strides), a.requires_grad)
+                )
             else:
                 try:
                     hash(a)

@@ -176,7 +176,9 @@ def _fingerprint(order, internal):
             else:
                 ins.append((t._shape, t.dtype.code, t._strides))
         flags = tuple((id(n), i) in internal for i in range(len(n.specs)))
-        parts.append((n.op.name, n.args, tuple((s, d.code) for s, d in n.specs), str(n.device), tuple(ins), flags))
+        parts.append(
+            (n.op.name, n.args, tuple((s, d.code) for s, d in n.specs), str(n.device), tuple(ins), flags)
+        )
     return hash(tuple(parts))
 
 
@@ -225,7 +227,9 @@ def _run_group(g):
         raise
     if jit._tape is not None:
         kernel, args = g.kernel, g.args
-        jit.note_kernel(lambda node, inputs, outputs: kernel(node, inputs, outputs, args), root, g.inputs, outs)
+        jit.note_kernel(
+            lambda node, inputs, outputs: kernel(node, inputs, outputs, args), root, g.inputs, outs
+        )
     _STATS["fused_groups"] += 1
     _STATS["fused_nodes"] += len(g.nodes)
     _finish_node(root, outs)

@@ -23,7 +23,9 @@ def install_tensor_methods(cls):
     for mod in op_modules():
         for name, fn in getattr(mod, "TENSOR_METHODS", {}).items():
             if name in owner or name in cls.__dict__:
-                raise RuntimeError(f"Tensor.{name} is defined twice ({owner.get(name, 'tensor.py')} and {mod.__name__})")
+                raise RuntimeError(
+                    f"Tensor.{name} is defined twice ({owner.get(name, 'tensor.py')} and {mod.__name__})"
+                )
             owner[name] = mod.__name__
             setattr(cls, name, fn)
 

@@ -26,7 +26,9 @@ def _as_tensor_pair(a, b, opname):
         dt = dtypes.promote_scalar(b.dtype, a)
         a = scalar_tensor(a, dt, b.device)
     else:
-        raise TypeError(f"{opname}: expected at least one tensor, got {type(a).__name__} and {type(b).__name__}")
+        raise TypeError(
+            f"{opname}: expected at least one tensor, got {type(a).__name__} and {type(b).__name__}"
+        )
     return movement.cast(a, dt), movement.cast(b, dt), dt
 
 

@@ -34,7 +34,9 @@ def _addmm_plain(node):
     return node.args == (1, 1)
 
 
-addmm_relu = Rule("addmm_relu", Pat("relu", Pat("addmm", "bias", "a", "b", when=_addmm_plain)), _build_addmm("relu"))
+addmm_relu = Rule(
+    "addmm_relu", Pat("relu", Pat("addmm", "bias", "a", "b", when=_addmm_plain)), _build_addmm("relu")
+)
 matmul_bias_relu = Rule(
     "matmul_bias_relu",
     Pat("relu", Pat("add", Pat("matmul", "a", "b", when=_mm2d), "bias", when=lambda n: _bias_fits(n, 0))),
@@ -64,8 +66,9 @@ def _class_dim_log_softmax(node):
     return node.args == ((1,) if x.ndim >= 2 else (0,))
 
 
-log_softmax_nll = Rule("log_softmax_nll", Pat("nll_loss", Pat("log_softmax", "x", when=_class_dim_log_softmax), "t"),
-                       _build_xent)
+log_softmax_nll = Rule(
+    "log_softmax_nll", Pat("nll_loss", Pat("log_softmax", "x", when=_class_dim_log_softmax), "t"), _build_xent
+)
 log_softmax_nll_w = Rule(
     "log_softmax_nll",
     Pat("nll_loss", Pat("log_softmax", "x", when=_class_dim_log_softmax), "t", "w"),

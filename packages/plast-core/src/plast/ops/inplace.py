@@ -25,7 +25,9 @@ def mul_(t, other):
 
 def div_(t, other):
     if not t.dtype.is_floating_point:
-        raise RuntimeError(f"div_: the result of true division is float, which can't be stored in {t.dtype} in place")
+        raise RuntimeError(
+            f"div_: the result of true division is float, which can't be stored in {t.dtype} in place"
+        )
     return apply_inplace(t, lambda old: div(old, other), "div_")
 
 
@@ -34,7 +36,9 @@ def fill_(t, value):
 
     if isinstance(value, Tensor):
         if value.numel() != 1:
-            raise ValueError(f"fill_ expects a number or a one-element tensor, got shape {tuple(value.shape)}")
+            raise ValueError(
+                f"fill_ expects a number or a one-element tensor, got shape {tuple(value.shape)}"
+            )
         src = movement.reshape(movement.cast(value, t.dtype), ())
     elif isinstance(value, numbers.Number):
         src = scalar_tensor(value, t.dtype, t.device)

@@ -26,7 +26,9 @@ def matmul(a, b):
     if a.device != b.device:
         raise DeviceMismatchError(f"matmul: inputs are on {a.device} and {b.device}")
     if a.ndim == 0 or b.ndim == 0:
-        raise ShapeError(f"matmul: both arguments need at least 1 dimension, got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise ShapeError(
+            f"matmul: both arguments need at least 1 dimension, got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
     dt = dtypes.promote(a.dtype, b.dtype)
     a, b = movement.cast(a, dt), movement.cast(b, dt)
     # 1-D operands become matrices and the added dim is removed afterwards, as in torch

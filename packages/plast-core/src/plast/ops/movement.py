@@ -137,7 +137,9 @@ def expand(x, *shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     if len(shape) < x.ndim:
-        raise ShapeError(f"expand: target shape {tuple(shape)} has fewer dims than the input {tuple(x.shape)}")
+        raise ShapeError(
+            f"expand: target shape {tuple(shape)} has fewer dims than the input {tuple(x.shape)}"
+        )
     pad = len(shape) - x.ndim
     out_shape, strides = [], []
     for i, s in enumerate(shape):

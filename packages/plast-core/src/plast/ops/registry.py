@@ -16,7 +16,9 @@ OPS = {}
 class OpDef:
     __slots__ = ("name", "kernels", "backward", "fusible", "view", "n_outputs", "saves_inputs")
 
-    def __init__(self, name, kernels=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True):
+    def __init__(
+        self, name, kernels=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True
+    ):
         self.name = name
         self.kernels = dict(kernels or {})
         self.backward = backward

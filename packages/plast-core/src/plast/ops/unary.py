@@ -39,16 +39,24 @@ TANH = register(
     "tanh", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, sub(1.0, mul(_out(n), _out(n)))))
 )
 SIGMOID = register(
-    "sigmoid", cpu=cpu.unary, fusible=True,
+    "sigmoid",
+    cpu=cpu.unary,
+    fusible=True,
     backward=_bw(lambda n, x, g: mul(g, mul(_out(n), sub(1.0, _out(n))))),
 )
 ABS = register("abs", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, sign(x))))
 SIGN = register("sign", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: None))
 RELU = register(
-    "relu", cpu=cpu.unary, fusible=True, saves_inputs=False, backward=_bw(lambda n, x, g: mul(g, sign(_out(n))))
+    "relu",
+    cpu=cpu.unary,
+    fusible=True,
+    saves_inputs=False,
+    backward=_bw(lambda n, x, g: mul(g, sign(_out(n)))),
 )
 ERF = register(
-    "erf", cpu=cpu.unary, fusible=True,
+    "erf",
+    cpu=cpu.unary,
+    fusible=True,
     backward=_bw(lambda n, x, g: mul(g, mul(exp(mul(mul(x, x), -1.0)), 2.0 / math.sqrt(math.pi)))),
 )
 
@@ -119,8 +127,23 @@ def gelu(x, approximate="none"):
     return mul(mul(x, 0.5), add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0))
 
 
-__all__ = ["exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "abs", "sign", "relu", "erf",
-           "silu", "gelu"]
+__all__ = [
+    "exp",
+    "log",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "abs",
+    "sign",
+    "relu",
+    "erf",
+    "silu",
+    "gelu",
+]
 
 TENSOR_METHODS = {name: globals()[name] for name in __all__ if name not in ("silu", "gelu")}
 TENSOR_METHODS["__abs__"] = abs
