@@ -31,6 +31,24 @@ def div_(t, other):
     return apply_inplace(t, lambda old: div(old, other), "div_")
 
 
+def clamp_(t, min=None, max=None):  # noqa: A002
+    from .pointwise import clamp
+
+    return apply_inplace(t, lambda old: clamp(old, min, max), "clamp_")
+
+
+def masked_fill_(t, mask, value):
+    from .pointwise import masked_fill
+
+    return apply_inplace(t, lambda old: masked_fill(old, mask, value), "masked_fill_")
+
+
+def pow_(t, exponent):
+    from .pointwise import pow as _pow
+
+    return apply_inplace(t, lambda old: _pow(old, exponent), "pow_")
+
+
 def fill_(t, value):
     from ..tensor import Tensor, scalar_tensor
 
@@ -93,4 +111,9 @@ TENSOR_METHODS = {
     "__isub__": sub_,
     "__imul__": mul_,
     "__itruediv__": div_,
+    "clamp_": clamp_,
+    "clip_": clamp_,
+    "masked_fill_": masked_fill_,
+    "pow_": pow_,
+    "__ipow__": pow_,
 }

@@ -1,0 +1,181 @@
+"""CPU kernels for the pointwise family (ops/pointwise.py): pow, integer-safe division, min/max, clamp, where,
+comparisons, logical and bitwise ops, rounding and the extra unary float functions.
+
+maximum/minimum run the C binary kernel where it has the dtype; the rest are numpy over views of arena memory
+(the correctness baseline, see kernels.py). Integer division by zero is checked here, because the divisor's
+value only exists once the graph runs: the kernel raises ZeroDivisionError before writing anything, and the
+output is left unrealized so reading it again raises again instead of returning garbage.
+"""
+
+import numpy as np
+
+from . import _kernels
+from .kernels import address, bcast_strides, np_view
+
+_MINMAX_CODES = {"maximum": 4, "minimum": 5}
+_C_DTYPES = {"int32", "int64", "float32", "float64"}
+
+
+def _fail(outputs, exc):
+    # NOTE: the scheduler allocates outputs before the kernel runs; dropping the storage again keeps a failed
+    # op's output unrealized (otherwise a second read would return uninitialized memory).
+    for o in outputs:
+        o._storage = None
+    raise exc
+
+
+def minmax(node, inputs, outputs):
+    """maximum/minimum, NaN-propagating (the C kernel's op codes 4 and 5; numpy for bool)."""
+    a, b = inputs
+    out = outputs[0]
+    if out.numel() == 0:
+        return
+    if out.dtype.name in _C_DTYPES:
+        shape = out._shape
+        _kernels.binary_nd(
+            _MINMAX_CODES[node.op.name],
+            out.dtype.code,
+            shape,
+            address(a),
+            bcast_strides(a, shape),
+            address(b),
+            bcast_strides(b, shape),
+            address(out),
+            out._strides,
+        )
+        return
+    fn = np.maximum if node.op.name == "maximum" else np.minimum
+    fn(np_view(a), np_view(b), out=np_view(out))
+
+
+def _int_pow(base, exp):
+    """Integer power with torch's rule for negative exponents: 1 ** -n == 1, (-1) ** -n == +-1, else 0."""
+    neg = exp < 0
+    r = np.power(base, np.where(neg, 0, exp))
+    if neg.any():
+        neg_val = np.where(base == 1, 1, np.where(base == -1, np.where(exp % 2 == 0, 1, -1), 0))
+        r = np.where(neg, neg_val, r)
+    return r
+
+
+def pow_(node, inputs, outputs):
+    out = np_view(outputs[0])
+    if out.size == 0:
+        return
+    a, b = np_view(inputs[0]), np_view(inputs[1])
+    if outputs[0].dtype.is_floating_point:
+        with np.errstate(all="ignore"):
+            np.power(a, b, out=out)
+    else:
+        out[...] = _int_pow(a, b)
+
+
+def _remainder_float(a, b):
+    # torch's rule: fmod, then shift by b where the signs differ (keeps fmod's -0.0, unlike np.remainder)
+    m = np.fmod(a, b)
+    shift = (m != 0) & ((b < 0) != (m < 0))
+    return np.where(shift, m + b, m)
+
+
+_DIVISION = {
+    "floor_divide": (np.floor_divide, np.floor_divide),
+    "remainder": (_remainder_float, np.remainder),
+    "fmod": (np.fmod, np.fmod),
+}
+
+
+def division(node, inputs, outputs):
+    """floor_divide / remainder / fmod. Integer division by zero raises ZeroDivisionError (as torch does)."""
+    out = np_view(outputs[0])
+    if out.size == 0:
+        return
+    a, b = np_view(inputs[0]), np_view(inputs[1])
+    float_fn, int_fn = _DIVISION[node.op.name]
+    if outputs[0].dtype.is_floating_point:
+        with np.errstate(all="ignore"):
+            out[...] = float_fn(a, b)
+        return
+    if (b == 0).any():
+        _fail(outputs, ZeroDivisionError(f"{node.op.name}: integer division by zero"))
+    with np.errstate(all="ignore"):  # INT_MIN // -1 wraps around, as in torch
+        out[...] = int_fn(a, b)
+
+
+def clamp(node, inputs, outputs):
+    has_min, has_max = node.args
+    out = np_view(outputs[0])
+    if out.size == 0:
+        return
+    x = np_view(inputs[0])
+    i = 1
+    if has_min:
+        x = np.maximum(x, np_view(inputs[i]))
+        i += 1
+    if has_max:
+        x = np.minimum(x, np_view(inputs[i]))
+    out[...] = x
+
+
+def where(node, inputs, outputs):
+    out = np_view(outputs[0])
+    if out.size == 0:
+        return
+    c, a, b = (np_view(t) for t in inputs)
+    out[...] = np.where(c, a, b)
+
+
+_BINARY_NP = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+}
+
+
+def binary(node, inputs, outputs):
+    """Comparisons, logical and bitwise ops: one numpy ufunc writing into the output."""
+    out = np_view(outputs[0])
+    if out.size == 0:
+        return
+    _BINARY_NP[node.op.name](np_view(inputs[0]), np_view(inputs[1]), out=out)
+
+
+def _round(x, decimals):
+    return np.round(x, decimals) if decimals else np.rint(x)
+
+
+_UNARY_NP = {
+    "logical_not": np.logical_not,
+    "bitwise_not": np.invert,
+    "isfinite": np.isfinite,
+    "isnan": np.isnan,
+    "isinf": np.isinf,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "trunc": np.trunc,
+    "exp2": np.exp2,
+    "log2": np.log2,
+    # NOTE: numpy's float32 log10 is an ulp off at powers of ten (log10(100) != 2); float64 then rounding isn't
+    "log10": lambda x: np.log10(x, dtype=np.float64),
+    "expm1": np.expm1,
+}
+
+
+def unary(node, inputs, outputs):
+    out = np_view(outputs[0])
+    if out.size == 0:
+        return
+    x = np_view(inputs[0])
+    with np.errstate(all="ignore"):
+        if node.op.name == "round":
+            out[...] = _round(x, node.args[0])
+        else:
+            out[...] = _UNARY_NP[node.op.name](x)
