@@ -112,3 +112,35 @@ def test_detached_clone_is_persistent_and_eager():
     assert c.tolist() == [3.0, 6.0]
     with pytest.raises(plast.StaleTensorError):
         y.tolist()
+
+
+def test_inplace_on_lazy_tensor_keeps_earlier_readers_on_the_old_value():
+    x = plast.arange(3).float()  # not computed yet
+    y = x * 2
+    x.add_(1)
+    assert y.tolist() == [0.0, 2.0, 4.0]
+    assert x.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_write_through_a_view_of_a_lazy_tensor_reaches_the_base():
+    x = plast.arange(3).float()
+    v = x[1:]
+    v.add_(10)
+    assert x.tolist() == [0.0, 11.0, 12.0]
+
+
+def test_setitem_in_graph_keeps_recorded_readers_and_gradients():
+    import torch
+
+    a = plast.ones(3, requires_grad=True)
+    y = a * 1.5
+    z = y * 2
+    y[0] = 5.0
+    assert z.tolist() == [3.0, 3.0, 3.0]
+    (z.sum() + y.sum()).backward()
+    at = torch.ones(3, requires_grad=True)
+    yt = at * 1.5
+    zt = yt * 2
+    yt[0] = 5.0
+    (zt.sum() + yt.sum()).backward()
+    np.testing.assert_allclose(a.grad.numpy(), at.grad.numpy())

@@ -42,6 +42,7 @@ class Tensor:
         "_retains_grad",
         "_hooks",
         "_npcache",
+        "_readers",
         "__weakref__",
     )
 
@@ -68,6 +69,7 @@ class Tensor:
         t._retains_grad = False
         t._hooks = None
         t._npcache = None
+        t._readers = None
         return t
 
     @classmethod

@@ -42,23 +42,36 @@ class Node:
         return f"<Node {self.op.name} args={self.args!r}>"
 
 
+def _live(r):
+    """A reader entry still matters: its node exists and either has not run or will read its inputs again in
+    backward."""
+    n = r()
+    return n is not None and (not n.done or (n.needs_grad and n.inputs))
+
+
+def add_readers(holder, refs):
+    """Append reader refs to a Storage's or a Tensor's `readers` list (pruning it when it grows)."""
+    rd = holder.readers if hasattr(holder, "version") else holder._readers
+    if rd is None:
+        rd = list(refs)
+    else:
+        if len(rd) >= 64:
+            rd = [r for r in rd if _live(r)]
+        rd.extend(refs)
+    if hasattr(holder, "version"):
+        holder.readers = rd
+    else:
+        holder._readers = rd
+
+
 def _note_readers(node, inputs):
-    """Remember, on each input's memory, that `node` will read it later. An in-place write to that memory
-    first computes these nodes (engine/inplace.py), so lazy evaluation never sees a later value."""
-    ref = None
+    """Remember that `node` reads each input: on the input's memory when it has some, else on the tensor (moved
+    to its memory when it is computed). An in-place write first computes the pending readers, and an in-place
+    rebinding points them at the old value (engine/inplace.py), so a recorded op never sees a later value."""
+    ref = weakref.ref(node)
     for t in inputs:
         st = t._storage
-        if st is None:
-            continue
-        if ref is None:
-            ref = weakref.ref(node)
-        rd = st.readers
-        if rd is None:
-            st.readers = [ref]
-        else:
-            if len(rd) >= 64:
-                rd[:] = [r for r in rd if (n := r()) is not None and not n.done]
-            rd.append(ref)
+        add_readers(st if st is not None else t, (ref,))
 
 
 def record(op, inputs, args, specs, device):
@@ -68,8 +81,7 @@ def record(op, inputs, args, specs, device):
     node = Node(op, inputs, args, specs, device)
     outs = [Tensor._lazy(shape, dtype, device, node, i) for i, (shape, dtype) in enumerate(specs)]
     node.outputs = [weakref.ref(o) for o in outs]
-    if not op.view:
-        _note_readers(node, inputs)
+    _note_readers(node, inputs)
     if autograd_state.grad_enabled and op.backward is not None:
         for t in inputs:
             if t.requires_grad:

@@ -37,16 +37,38 @@ def _pending_readers(storage):
     if not rd:
         return []
     outs = []
+    keep = []
     for r in rd:
         n = r()
-        if n is None or n.done:
+        if n is None:
+            continue
+        if n.needs_grad and n.inputs:
+            keep.append(r)  # backward will read through it again
+        if n.done:
             continue
         for o in n.outputs:
             t = o()
             if t is not None and t._storage is None:
                 outs.append(t)
-    storage.readers = None
+    storage.readers = keep or None
     return outs
+
+
+def _repoint_readers(t, old):
+    """Nodes recorded so far that read `t` read `old` from now on (t is about to hold a new value)."""
+    lists = [t._readers]
+    if t._storage is not None:
+        lists.append(t._storage.readers)
+    for rd in lists:
+        if not rd:
+            continue
+        for r in rd:
+            n = r()
+            if n is None or not n.inputs:
+                continue
+            if any(x is t for x in n.inputs):
+                n.inputs = tuple(old if x is t else x for x in n.inputs)
+    t._readers = None
 
 
 def apply_inplace(t, fn, opname):
@@ -61,6 +83,9 @@ def apply_inplace(t, fn, opname):
             f"{opname}: a leaf tensor that requires grad can't be modified in place while grad is enabled "
             "(the change would be invisible to backward); wrap the update in `with plast.no_grad():`"
         )
+    if t.grad_fn is None and t._storage is None:
+        # Outside any graph an in-place op writes memory (views of t must see it): give t its memory first.
+        realize([t])
     old = _alias(t)
     try:
         new = fn(old)
@@ -87,9 +112,11 @@ def apply_inplace(t, fn, opname):
         jit.note_copy(t, new, opname)
         t._storage.version += 1
     else:
-        # Rebind: t now is the output of new's node; the graph keeps `old` as the value it saved.
+        # Rebind: t now is the output of new's node; every node recorded before reads `old`, the value it saw.
+        _repoint_readers(t, old)
         t._node, t._index = new._node, new._index
         t._storage, t._strides, t._offset = new._storage, new._strides, new._offset
+        t._npcache = None
         t.requires_grad = new.requires_grad
         if new._node is not None:
             new._node.outputs[new._index] = weakref.ref(t)

@@ -9,6 +9,7 @@ import sys
 
 from .. import _arenas
 from . import autograd_state, fusion, jit
+from .graph import add_readers
 
 
 def schedule(targets):
@@ -63,6 +64,12 @@ def _unallocate(outs):
 
 def _finish_node(node, outs):
     node.done = True
+    for o in outs:
+        if o._readers is not None:
+            # readers recorded while this output had no memory now watch its memory
+            if o._storage is not None:
+                add_readers(o._storage, o._readers)
+            o._readers = None
     if not node.needs_grad:
         # Nothing will differentiate through this node: drop the edges so inputs can be freed now.
         for o in outs:
