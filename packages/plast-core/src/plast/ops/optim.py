@@ -1,0 +1,182 @@
+"""Fused optimizer updates: one op call updates every parameter (of every group) and its state in place.
+
+These are the kernels plast.optim calls (DESIGN §1: optimizers live in plast-nn, their update ops in core). They
+run now, under no_grad, through ``engine.inplace.apply_mutation``: pending lazy reads of the old values are
+computed first and storage versions go up, so a backward that would read an overwritten parameter is caught.
+
+Learning rate, momentum, betas, eps, weight decay and step counts are *input tensors* read when the kernel runs,
+never op arguments: a plan replayed by ``@plast.jit`` then follows a scheduler's learning rate and counts steps
+itself. Only structure (how many parameters, which options are on) is in the op's arguments.
+"""
+
+from ..backends.cpu import kernels_optim as K
+from ..engine.autograd import no_grad
+from ..engine.inplace import apply_mutation
+from ..errors import DeviceMismatchError, DTypeError, ShapeError
+from .registry import register
+
+SGD_UPDATE = register("sgd_update", cpu=K.sgd_update)
+ADAM_UPDATE = register("adam_update", cpu=K.adam_update)
+
+
+def _tensor_list(xs, n, op, name, *, same_shape_as=None):
+    from ..tensor import Tensor
+
+    if isinstance(xs, Tensor) or not isinstance(xs, (list, tuple)):
+        raise TypeError(f"{op}: {name} must be a list of tensors, got {type(xs).__name__}")
+    xs = list(xs)
+    if n is not None and len(xs) != n:
+        raise ValueError(f"{op}: {name} has {len(xs)} tensors but there are {n} parameters")
+    for i, t in enumerate(xs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: {name}[{i}] must be a tensor, got {type(t).__name__}")
+        if not t.dtype.is_floating_point:
+            raise DTypeError(f"{op}: {name}[{i}] must be floating point, got {t.dtype}")
+        if same_shape_as is not None:
+            ref = same_shape_as[i]
+            if tuple(t.shape) != tuple(ref.shape):
+                raise ShapeError(
+                    f"{op}: {name}[{i}] has shape {tuple(t.shape)} but its parameter has shape {tuple(ref.shape)}"
+                )
+            if name != "grads" and t.dtype != ref.dtype:
+                raise DTypeError(f"{op}: {name}[{i}] is {t.dtype} but its parameter is {ref.dtype}")
+    return xs
+
+
+def _scalar_list(xs, n, op, name):
+    xs = _tensor_list(xs, n, op, name)
+    for i, t in enumerate(xs):
+        if t.numel() != 1:
+            raise ShapeError(f"{op}: {name}[{i}] must hold one number, got shape {tuple(t.shape)}")
+    return xs
+
+
+def _hypers(hyper, n, width, op, fields):
+    """One hyperparameter tensor for all parameters, or one per parameter (usually repeated per group) ->
+    (unique tensors, index of each parameter's tensor)."""
+    from ..tensor import Tensor
+
+    hs = [hyper] * n if isinstance(hyper, Tensor) else _tensor_list(hyper, n, op, "hyper")
+    uniq, index, pos = [], [], {}
+    for h in hs:
+        if not isinstance(h, Tensor) or not h.dtype.is_floating_point:
+            raise DTypeError(f"{op}: hyper must be a floating point tensor [{fields}]")
+        if h.numel() != width:
+            raise ShapeError(f"{op}: hyper must hold {width} numbers [{fields}], got shape {tuple(h.shape)}")
+        k = pos.get(id(h))
+        if k is None:
+            k = pos[id(h)] = len(uniq)
+            uniq.append(h)
+        index.append(k)
+    return uniq, tuple(index)
+
+
+def _check_distinct(params, op):
+    seen = set()
+    for i, p in enumerate(params):
+        key = (id(p._storage), p._offset) if p._storage is not None else id(p)
+        if key in seen:
+            raise ValueError(f"{op}: params[{i}] appears twice; each parameter can be updated once per call")
+        seen.add(key)
+
+
+def _check_devices(op, tensors):
+    dev = tensors[0].device
+    for t in tensors:
+        if t.device != dev:
+            raise DeviceMismatchError(f"{op}: every tensor must be on {dev}, found one on {t.device}")
+
+
+def sgd_update_(params, grads, momentum_bufs, hyper, *, fresh=None, nesterov=False, maximize=False):
+    """SGD (torch.optim.SGD's rule) over all `params` in one in-place pass.
+
+    `hyper` is a float tensor [lr, momentum, dampening, weight_decay] (or a list of them, one per parameter),
+    read when the update runs. `momentum_bufs` is None (no momentum) or one buffer per parameter; `fresh` is an
+    optional list of one-element tensors, nonzero where a buffer starts now (it then takes the gradient as is,
+    as in torch's first step); the update clears them.
+
+    >>> p = plast.ones(2)
+    >>> plast.sgd_update_([p], [plast.ones(2)], None, plast.tensor([0.5, 0.0, 0.0, 0.0], dtype=plast.float64))
+    >>> p.tolist()
+    [0.5, 0.5]
+    """
+    op = "sgd_update_"
+    params = _tensor_list(params, None, op, "params")
+    n = len(params)
+    if n == 0:
+        return
+    grads = _tensor_list(grads, n, op, "grads", same_shape_as=params)
+    hs, hidx = _hypers(hyper, n, 4, op, "lr, momentum, dampening, weight_decay")
+    inputs = hs + params + grads
+    if momentum_bufs is not None:
+        bufs = _tensor_list(momentum_bufs, n, op, "momentum_bufs", same_shape_as=params)
+        if fresh is None:
+            from ..creation import zeros
+
+            fresh = [zeros((), dtype="float64") for _ in range(n)]
+        fresh = _scalar_list(fresh, n, op, "fresh")
+        inputs += bufs + fresh
+        mutated = list(range(len(hs), len(hs) + n)) + list(range(len(hs) + 2 * n, len(inputs)))
+    elif nesterov:
+        raise ValueError(f"{op}: nesterov needs momentum buffers")
+    else:
+        mutated = list(range(len(hs), len(hs) + n))
+    _check_distinct(params, op)
+    _check_devices(op, inputs)
+    args = (n, len(hs), hidx, momentum_bufs is not None, bool(nesterov), bool(maximize))
+    with no_grad():
+        apply_mutation(SGD_UPDATE, inputs, args, mutated)
+
+
+def adam_update_(
+    params,
+    grads,
+    exp_avgs,
+    exp_avg_sqs,
+    step,
+    hyper,
+    amsgrad=False,
+    decoupled_weight_decay=False,
+    max_exp_avg_sqs=None,
+    maximize=False,
+):
+    """Adam / AdamW (torch.optim.Adam's rule, bias-corrected) over all `params` in one in-place pass.
+
+    `hyper` is a float tensor [lr, beta1, beta2, eps, weight_decay] (or a list of them, one per parameter);
+    `step` is a list of one-element float tensors, one per parameter, that the update increments before using
+    (as torch's ``state['step']``). With ``decoupled_weight_decay`` the decay is AdamW's ``p *= 1 - lr * wd``.
+
+    >>> p, g = plast.ones(2), plast.ones(2)
+    >>> m, v, s = plast.zeros(2), plast.zeros(2), plast.zeros((), dtype=plast.float64)
+    >>> h = plast.tensor([0.1, 0.9, 0.999, 1e-8, 0.0], dtype=plast.float64)
+    >>> plast.adam_update_([p], [g], [m], [v], [s], h)
+    >>> round(p.tolist()[0], 4), s.item()
+    (0.9, 1.0)
+    """
+    op = "adam_update_"
+    params = _tensor_list(params, None, op, "params")
+    n = len(params)
+    if n == 0:
+        return
+    grads = _tensor_list(grads, n, op, "grads", same_shape_as=params)
+    exp_avgs = _tensor_list(exp_avgs, n, op, "exp_avgs", same_shape_as=params)
+    exp_avg_sqs = _tensor_list(exp_avg_sqs, n, op, "exp_avg_sqs", same_shape_as=params)
+    steps = _scalar_list(step, n, op, "step")
+    hs, hidx = _hypers(hyper, n, 5, op, "lr, beta1, beta2, eps, weight_decay")
+    inputs = hs + params + grads + exp_avgs + exp_avg_sqs + steps
+    if amsgrad:
+        if max_exp_avg_sqs is None:
+            raise ValueError(f"{op}: amsgrad needs max_exp_avg_sqs (one per parameter)")
+        inputs += _tensor_list(max_exp_avg_sqs, n, op, "max_exp_avg_sqs", same_shape_as=params)
+    h = len(hs)
+    mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    _check_distinct(params, op)
+    _check_devices(op, inputs)
+    args = (n, h, hidx, bool(amsgrad), bool(decoupled_weight_decay), bool(maximize))
+    with no_grad():
+        apply_mutation(ADAM_UPDATE, inputs, args, mutated)
+
+
+__all__ = ["sgd_update_", "adam_update_"]
+
+TENSOR_METHODS = {}

@@ -1,0 +1,242 @@
+"""Optimizer: torch.optim.Optimizer's bookkeeping (param_groups, state, state_dict) around core's fused updates.
+
+Subclasses gather every parameter that has a gradient, across all groups, and call one fused plast-core op
+(``plast.sgd_update_``, ``plast.adam_update_``) that updates parameters and state in place in a single pass.
+
+Hyperparameters travel as tensors: each group owns a persistent float64 tensor of its numeric hyperparameters
+(``[lr, ...]``), refreshed from ``param_groups`` before every update (so a scheduler's change to
+``group['lr']`` takes effect), and step counts are tensors the kernel increments. A plan replayed by
+``@plast.jit`` therefore never holds a learning rate or a step count as a constant; before a replay, call
+``_refresh_hyper()`` (what ``step()`` does first) to carry Python-side changes into those tensors.
+"""
+
+from collections import defaultdict
+from copy import deepcopy
+from itertools import chain
+
+import plast
+from plast.engine import jit as _jit
+from plast.tensor import Tensor
+
+
+class _RequiredParameter:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class Optimizer:
+    """Base class of optimizers: ``param_groups`` (dicts with 'params' and hyperparameters), ``state`` (per
+    parameter), ``zero_grad``, ``step``, ``state_dict`` / ``load_state_dict`` in torch's format.
+
+    >>> w = plast.nn.Parameter(plast.ones(2))
+    >>> opt = plast.optim.SGD([w], lr=0.1)
+    >>> [len(g["params"]) for g in opt.param_groups]
+    [1]
+    """
+
+    # the group keys that make up the hyperparameter tensor, in order (set by subclasses)
+    _hyper_keys = ()
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        self._hyper_cache = {}
+        if isinstance(params, Tensor):
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of Tensors or dicts, but got "
+                f"{type(params).__name__}"
+            )
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters with its own hyperparameters (missing ones take the defaults)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            param_group["params"] = [params]
+        elif isinstance(params, set):
+            raise TypeError(
+                "optimizer parameters need to be organized in ordered collections, but the ordering of tensors "
+                "in sets will change between runs. Please use a list instead."
+            )
+        else:
+            param_group["params"] = list(params)
+        for p in param_group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError(
+                    f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}"
+                )
+            if not (p.is_leaf or p._retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(
+                    f"parameter group didn't specify a value of required optimization parameter {name}"
+                )
+            param_group.setdefault(name, default)
+        ids = [id(p) for p in param_group["params"]]
+        if len(ids) != len(set(ids)):
+            raise ValueError(
+                "optimizer contains a parameter group with duplicate parameters; each parameter can appear once"
+            )
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if not seen.isdisjoint(ids):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    # ---- gradients and steps ----
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of every optimized parameter: to None (default, as torch) or to zeros."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if p.grad.grad_fn is not None:
+                        p.grad = p.grad.detach()
+                    with plast.no_grad():
+                        p.grad.zero_()
+
+    def step(self, closure=None):
+        """Update every parameter that has a gradient; `closure` (re-evaluating the loss) is called first
+        under enable_grad, and its result returned."""
+        loss = None
+        if closure is not None:
+            with plast.enable_grad():
+                loss = closure()
+        # Under @plast.jit this is a runtime input: the replay refreshes the hyperparameter tensors from
+        # param_groups before every call, so schedulers keep working without retracing.
+        _jit.runtime_input(self._refresh_hyper)
+        with plast.no_grad():
+            self._update()
+        return loss
+
+    def _update(self):
+        raise NotImplementedError(f"{type(self).__name__} does not implement its update")
+
+    # ---- hyperparameters as tensors ----
+    def _hyper_values(self, group):
+        vals = []
+        for k in self._hyper_keys:
+            v = group[k]
+            if isinstance(v, (tuple, list)):
+                vals.extend(float(x) for x in v)
+            else:
+                vals.append(float(v.item() if isinstance(v, Tensor) else v))
+        return tuple(vals)
+
+    def _refresh_hyper(self):
+        """Write each group's current hyperparameters into its persistent float64 tensor (in place, only when
+        they changed)."""
+        live = set()
+        for group in self.param_groups:
+            key = id(group)
+            live.add(key)
+            vals = self._hyper_values(group)
+            entry = self._hyper_cache.get(key)
+            if entry is None or entry[0] is not group:
+                self._hyper_cache[key] = [group, plast.tensor(vals, dtype=plast.float64), vals]
+            elif entry[2] != vals:
+                with plast.no_grad():
+                    entry[1].copy_(plast.tensor(vals, dtype=plast.float64))
+                entry[2] = vals
+        for key in [k for k in self._hyper_cache if k not in live]:
+            del self._hyper_cache[key]
+
+    def _hyper(self, group):
+        return self._hyper_cache[id(group)][1]
+
+    # ---- state dicts ----
+    def state_dict(self):
+        """{'state': {param index: {...}}, 'param_groups': [{..., 'params': [indices]}]}, as torch writes it.
+        State tensors are returned as they are (not copied), as in torch."""
+        mapping = {}
+        start = 0
+
+        def pack(group):
+            nonlocal start
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for i, p in enumerate(group["params"], start):
+                mapping.setdefault(id(p), i)
+            packed["params"] = [mapping[id(p)] for p in group["params"]]
+            start += len(packed["params"])
+            return packed
+
+        groups = [pack(g) for g in self.param_groups]
+        state = {(mapping[id(k)] if isinstance(k, Tensor) else k): v for k, v in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def _cast_state(self, param, key, value):
+        if isinstance(value, dict):
+            return {k: self._cast_state(param, k, v) for k, v in value.items()}
+        if key == "step":
+            v = value.item() if hasattr(value, "item") and not isinstance(value, (int, float)) else value
+            return plast.tensor(float(v), dtype=plast.float64)
+        if isinstance(value, Tensor) or (
+            hasattr(value, "__array__") and not isinstance(value, (list, tuple))
+        ):
+            t = value if isinstance(value, Tensor) else plast.tensor(value)
+            with plast.no_grad():
+                t = t.detach()
+                if t.dtype.is_floating_point and param.dtype.is_floating_point:
+                    t = t.to(param.dtype)
+                return t.detach().clone()
+        return value
+
+    def load_state_dict(self, state_dict):
+        """Load a state dict made by ``state_dict()`` (this optimizer's class and layout of groups); tensors are
+        copied into fresh persistent memory."""
+        groups = self.param_groups
+        saved_groups = deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError(
+                "loaded state dict contains a parameter group that doesn't match the size of optimizer's group"
+            )
+        id_map = dict(
+            zip(
+                chain.from_iterable(s["params"] for s in saved_groups),
+                chain.from_iterable(g["params"] for g in groups),
+            )
+        )
+        state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                p = id_map[k]
+                state[p] = self._cast_state(p, None, v)
+            else:
+                state[k] = v
+        new_groups = []
+        for g, s in zip(groups, saved_groups):
+            s["params"] = g["params"]
+            new_groups.append(s)
+        self.state = state
+        self.param_groups = new_groups
+        self._hyper_cache = {}
+        self._after_load()
+
+    def _after_load(self):
+        """Hook for subclasses whose private bookkeeping depends on the state."""
+
+    def __repr__(self):
+        s = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}\n"
+            for key in sorted(group):
+                if key != "params":
+                    s += f"    {key}: {group[key]}\n"
+        return s + ")"
