@@ -69,6 +69,7 @@ from .random import (
     seed,
     set_rng_state,
 )
+from .serialization import load, save
 from .tensor import Size, Tensor
 
 globals().update(_public_api())

@@ -314,6 +314,24 @@ class Tensor:
             [self], [gradient], retain_graph=retain_graph, create_graph=create_graph, inputs=inputs
         )
 
+    @property
+    def data(self):
+        """This tensor's value, detached from the graph (shares memory), as torch's ``.data``."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a tensor, got {type(value).__name__}")
+        if tuple(value.shape) != tuple(self.shape) or value.dtype is not self.dtype:
+            # torch allows changing shape and dtype through .data; so does plast
+            self._shape, self.dtype = value._shape, value.dtype
+        value._realized()
+        self._storage, self._strides, self._offset = value._storage, value._strides, value._offset
+        self._node = None
+        self._npcache = None
+        self._version += 1
+
     def retain_grad(self):
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False")

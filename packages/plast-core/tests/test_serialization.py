@@ -1,0 +1,94 @@
+"""plast.save / plast.load: round trips, interop with torch's safetensors files, damaged files, atomic writes."""
+
+import os
+
+import numpy as np
+import pytest
+
+import plast
+
+
+def test_nested_round_trip_is_exact(tmp_path):
+    plast.manual_seed(0)
+    obj = {
+        "model": {"w": plast.randn(3, 4), "b": plast.zeros(4, dtype=plast.float64)},
+        "optim": {
+            "state": {0: {"step": plast.tensor(5.0), "exp_avg": plast.randn(3, 4)}},
+            "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999), "params": [0], "name": None}],
+        },
+        "rng": plast.get_rng_state(),
+        "ids": plast.tensor([1, 2, 3]),
+        "mask": plast.tensor([True, False]),
+        "step": 7,
+        "inf": float("inf"),
+    }
+    p = tmp_path / "ckpt.safetensors"
+    plast.save(obj, p)
+    back = plast.load(p)
+    np.testing.assert_array_equal(back["model"]["w"].numpy(), obj["model"]["w"].numpy())
+    assert back["model"]["b"].dtype == plast.float64
+    assert back["optim"]["state"][0]["step"].item() == 5.0
+    assert back["optim"]["param_groups"][0]["betas"] == (0.9, 0.999)
+    assert back["optim"]["param_groups"][0]["name"] is None
+    assert back["ids"].dtype == plast.int64 and back["mask"].dtype == plast.bool
+    assert back["step"] == 7 and back["inf"] == float("inf")
+    np.testing.assert_array_equal(back["rng"].numpy(), obj["rng"].numpy())
+
+
+def test_non_contiguous_tensors_are_saved_by_value(tmp_path):
+    t = plast.arange(12).reshape(3, 4).float().T
+    plast.save({"t": t}, tmp_path / "t.safetensors")
+    np.testing.assert_array_equal(plast.load(tmp_path / "t.safetensors")["t"].numpy(), t.numpy())
+
+
+def test_torch_interop(tmp_path):
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file, save_file
+
+    sd = {"weight": torch.randn(2, 3), "bias": torch.randn(2)}
+    save_file(sd, str(tmp_path / "torch.safetensors"))
+    back = plast.load(tmp_path / "torch.safetensors")
+    np.testing.assert_array_equal(back["weight"].numpy(), sd["weight"].numpy())
+    plast.save({"weight": plast.ones(2, 3)}, tmp_path / "plast.safetensors")
+    assert torch.equal(load_file(str(tmp_path / "plast.safetensors"))["weight"], torch.ones(2, 3))
+
+
+def test_damaged_files_raise_checkpoint_error(tmp_path):
+    p = tmp_path / "good.safetensors"
+    plast.save({"w": plast.randn(100), "meta": {"a": 1}}, p)
+    data = p.read_bytes()
+    for name, bad in [
+        ("truncated", data[: len(data) // 2]),
+        ("empty", b""),
+        ("garbage", b"\x00" * 64),
+        ("lying-header", (10**12).to_bytes(8, "little") + data[8:]),
+    ]:
+        q = tmp_path / f"{name}.safetensors"
+        q.write_bytes(bad)
+        with pytest.raises(plast.CheckpointError):
+            plast.load(q)
+    with pytest.raises(plast.CheckpointError, match="no such file"):
+        plast.load(tmp_path / "missing.safetensors")
+
+
+def test_write_is_atomic(tmp_path, monkeypatch):
+    import safetensors.numpy as stn
+
+    p = tmp_path / "ckpt.safetensors"
+    plast.save({"w": plast.ones(3)}, p)
+
+    def boom(tensors, filename, metadata=None):
+        with open(filename, "wb") as f:
+            f.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stn, "save_file", boom)
+    with pytest.raises(KeyboardInterrupt):
+        plast.save({"w": plast.zeros(3)}, p)
+    assert plast.load(p)["w"].tolist() == [1.0, 1.0, 1.0]
+    assert [f for f in os.listdir(tmp_path) if f.startswith(".plast-save-")] == []
+
+
+def test_unsupported_objects_are_refused(tmp_path):
+    with pytest.raises(TypeError, match="pickle is never used"):
+        plast.save({"f": object()}, tmp_path / "x.safetensors")
