@@ -66,10 +66,27 @@ class RuleSet:
 RULES = RuleSet()
 
 
+_FIRST_LEVEL = {}  # root op -> op names of pattern children directly under it
+
+
 def register_rules(*rules):
     global RULES
     for r in rules:
         RULES = RULES + r
+        kids = {c.op for c in r.pattern.children if isinstance(c, Pat)}
+        _FIRST_LEVEL.setdefault(r.pattern.op, set()).update(kids)
+
+
+def may_fuse(order):
+    """Cheap pre-check: does any node look like the top of a rule's pattern? (Saves planning small graphs.)"""
+    for n in order:
+        kids = _FIRST_LEVEL.get(n.op.name)
+        if kids:
+            for t in n.inputs:
+                p = t._node
+                if p is not None and t._storage is None and p.op.name in kids:
+                    return True
+    return False
 
 
 def enabled():

@@ -249,7 +249,7 @@ def realize(targets):
         return targets
     _STATS["realizes"] += 1
     _STATS["nodes"] += len(order)
-    if len(order) > 1 and fusion.enabled():
+    if len(order) > 1 and fusion.enabled() and fusion.may_fuse(order):
         groups, covered = _plan(order)
     else:
         groups, covered = {}, ()
