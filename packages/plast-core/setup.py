@@ -20,6 +20,16 @@ from pathlib import Path
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class ParallelBuildExt(build_ext):
+    """Compile extensions in parallel (each .pyx is its own module)."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1
 
 HERE = Path(__file__).parent.resolve()
 SRC = HERE / "src"
@@ -51,10 +61,20 @@ def _openmp_flags() -> tuple[list[str], list[str]]:
     return ["-fopenmp"], ["-fopenmp"]
 
 
+_OMP = None
+
+
+def _omp() -> tuple[list[str], list[str]]:
+    global _OMP
+    if _OMP is None:
+        _OMP = _openmp_flags()
+    return _OMP
+
+
 def _extensions() -> list[Extension]:
-    omp_c, omp_l = _openmp_flags()
+    omp_c, omp_l = _omp()
     debug = os.environ.get("PLAST_DEBUG_BUILD") == "1"
-    cflags = ["-O0", "-g"] if debug else ["-O3"]
+    cflags = ["-O0", "-g"] if debug else ["-O3", "-g0"]
     cflags += ["-std=c11", "-fno-strict-aliasing", "-Wno-unused-function", "-Wno-unreachable-code"]
     if os.environ.get("PLAST_MARCH_NATIVE") == "1":
         cflags.append("-march=native")
@@ -84,15 +104,16 @@ try:
     _cc_version = subprocess.run([_cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
 except (OSError, IndexError):
     _cc_version = _cc
-_omp = bool(_openmp_flags()[0])
+_omp_on = bool(_omp()[0])
 (SRC / "plast" / "_build_info.py").write_text(
     "# Written by setup.py at build time; do not edit.\n"
     f"COMPILER = {_cc_version!r}\n"
-    f"OPENMP = {_omp!r}\n"
+    f"OPENMP = {_omp_on!r}\n"
     f"MARCH_NATIVE = {os.environ.get('PLAST_MARCH_NATIVE') == '1'!r}\n"
 )
 
 setup(
+    cmdclass={"build_ext": ParallelBuildExt},
     ext_modules=cythonize(
         _extensions(),
         language_level=3,
