@@ -148,3 +148,35 @@ def test_view_and_reshape():
     assert t.reshape(-1, 6).shape == (2, 6)
     with pytest.raises(plast.ShapeError, match="invalid for input of size 12"):
         t.view(5, 3)
+
+
+def test_promotion_matches_torch_including_0d_and_scalars():
+    torch = pytest.importorskip("torch")
+    kinds = {
+        "bool": (plast.bool, torch.bool),
+        "int32": (plast.int32, torch.int32),
+        "int64": (plast.int64, torch.int64),
+        "float32": (plast.float32, torch.float32),
+        "float64": (plast.float64, torch.float64),
+    }
+    for a_name, (pa, ta) in kinds.items():
+        for b_name, (pb, tb) in kinds.items():
+            for a_shape, b_shape in (((3,), ()), ((), (3,)), ((3,), (3,)), ((), ())):
+                x = plast.ones(a_shape, dtype=pa) if a_shape else plast.tensor(1, dtype=pa)
+                y = plast.ones(b_shape, dtype=pb) if b_shape else plast.tensor(1, dtype=pb)
+                xt = torch.ones(a_shape, dtype=ta)
+                yt = torch.ones(b_shape, dtype=tb)
+                want = str((xt * yt).dtype).replace("torch.", "")
+                assert (x * y).dtype.name == want, (a_name, a_shape, b_name, b_shape)
+            for s in (True, 2, 2.5):
+                t = plast.ones(3, dtype=pa)
+                want = str((torch.ones(3, dtype=ta) * s).dtype).replace("torch.", "")
+                assert (t * s).dtype.name == want, (a_name, s)
+
+
+def test_bool_arithmetic_is_logical():
+    a = plast.tensor([True, False, True])
+    b = plast.tensor([True, True, False])
+    assert (a * b).tolist() == [True, False, False] and (a + b).tolist() == [True, True, True]
+    with pytest.raises(TypeError, match="bool"):
+        a - b

@@ -96,3 +96,43 @@ def promote_scalar(t, value):
     if isinstance(value, float):
         return t if t.is_floating_point else default_float
     raise DTypeError(f"expected a tensor or a Python number, got {type(value).__name__}")
+
+
+def _category(d):
+    return 2 if d.is_floating_point else 0 if d is bool_ else 1
+
+
+def _scalar_category(v):
+    return 0 if isinstance(v, bool) else 1 if isinstance(v, int) else 2
+
+
+_DEFAULT_OF = {0: bool_, 1: int64, 2: float32}
+
+
+def result_type(tensors, scalars=()):
+    """torch's promotion over operands: dimensioned tensors decide; a 0-d tensor counts only when its category
+    (bool < integer < floating) is higher; a Python scalar only when its category is higher, and then gives
+    that category's default dtype (int64, float32).
+
+    >>> result_type([plast.ones(3)], [2.5])  # doctest: +SKIP
+    plast.float32
+    """
+    dim = zero = None
+    for t in tensors:
+        if t.ndim:
+            dim = t.dtype if dim is None else promote(dim, t.dtype)
+        else:
+            zero = t.dtype if zero is None else promote(zero, t.dtype)
+    cur = dim
+    if zero is not None and (cur is None or _category(zero) > _category(cur)):
+        cur = zero
+    for v in scalars:
+        if isinstance(v, bool) or isinstance(v, (int, float)):
+            c = _scalar_category(v)
+            if cur is None:
+                cur = _DEFAULT_OF[c]
+            elif c > _category(cur):
+                cur = _DEFAULT_OF[c]
+        else:
+            raise DTypeError(f"expected a tensor or a Python number, got {type(v).__name__}")
+    return cur

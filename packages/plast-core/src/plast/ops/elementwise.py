@@ -18,12 +18,12 @@ def _as_tensor_pair(a, b, opname):
             raise DeviceMismatchError(
                 f"{opname}: inputs are on {a.device} and {b.device}; move one with .to() first"
             )
-        dt = dtypes.promote(a.dtype, b.dtype)
+        dt = dtypes.result_type((a, b))
     elif isinstance(a, Tensor):
-        dt = dtypes.promote_scalar(a.dtype, b)
+        dt = dtypes.result_type((a,), (b,))
         b = scalar_tensor(b, dt, a.device)
     elif isinstance(b, Tensor):
-        dt = dtypes.promote_scalar(b.dtype, a)
+        dt = dtypes.result_type((b,), (a,))
         a = scalar_tensor(a, dt, b.device)
     else:
         raise TypeError(
@@ -80,6 +80,14 @@ def add(a, b, *, alpha=1):
 
 
 def sub(a, b, *, alpha=1):
+    from .. import dtypes as D
+    from ..tensor import Tensor
+
+    if all(isinstance(x, Tensor) and x.dtype is D.bool_ for x in (a, b)):
+        raise TypeError(
+            "sub: subtracting two bool tensors is not supported (as in torch); use `^` / logical_xor, "
+            "or cast with .int() first"
+        )
     if alpha != 1:
         b = mul(b, alpha)
     return _binary("sub", a, b)

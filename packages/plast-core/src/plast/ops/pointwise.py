@@ -51,12 +51,7 @@ def _operands(vals, opname, device=None):
             )
     if device is None:
         raise TypeError(f"{opname}: expected at least one tensor")
-    dt = None
-    for t in tensors:
-        dt = t.dtype if dt is None else dtypes.promote(dt, t.dtype)
-    for v in vals:
-        if not isinstance(v, Tensor):
-            dt = _scalar_dtype(v) if dt is None else dtypes.promote_scalar(dt, v)
+    dt = dtypes.result_type(tensors, [v for v in vals if not isinstance(v, Tensor)])
     out = [movement.cast(v, dt) if isinstance(v, Tensor) else scalar_tensor(v, dt, device) for v in vals]
     return out, dt, device
 

@@ -48,10 +48,21 @@ def bcast_strides(t, shape):
 BINARY_CODES = {"add": 0, "sub": 1, "mul": 2, "div": 3, "maximum": 4, "minimum": 5}
 
 
+_BOOL_BINARY = {
+    "add": np.logical_or,
+    "mul": np.logical_and,
+    "maximum": np.logical_or,
+    "minimum": np.logical_and,
+}
+
+
 def binary(node, inputs, outputs):
     a, b = inputs
     out = outputs[0]
     if out.numel() == 0:
+        return
+    if out.dtype.code == 0:  # bool arithmetic is logical, as in torch
+        _BOOL_BINARY[node.op.name](np_view(a), np_view(b), out=np_view(out))
         return
     shape = out._shape
     _kernels.binary_nd(
