@@ -231,8 +231,28 @@ def cuda_compile(session: nox.Session) -> None:
         for arch in ("sm_80", "sm_90"):
             for cu in kernels:
                 out = Path(tmp) / f"{cu.stem}.{arch}.cubin"
-                session.run(nvcc, "--cubin", f"-arch={arch}", "-I", str(cu.parent), "-o", str(out), str(cu))
+                session.run(
+                    nvcc,
+                    "--cubin",
+                    "-std=c++17",
+                    f"-arch={arch}",
+                    "-I",
+                    str(cu.parent),
+                    "-o",
+                    str(out),
+                    str(cu),
+                )
     session.log(f"compiled {len(kernels)} .cu file(s) for sm_80 and sm_90")
+    # The backend's own checks that need nvcc: warnings as errors, launch signatures against the PTX, the
+    # Philox header against the CPU stream (packages/plast-core/tests/test_cuda_compile.py).
+    install_dists(session, ["core"], *TEST_DEPS)
+    session.run(
+        "python",
+        str(RUN_PYTEST),
+        str(PACKAGES / "plast-core" / "tests" / "test_cuda_compile.py"),
+        "-q",
+        env={"PLAST_NVCC_TESTS": "1"},
+    )
 
 
 @nox.session

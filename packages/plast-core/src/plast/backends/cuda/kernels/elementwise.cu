@@ -1,0 +1,370 @@
+// Elementwise kernels: binary ops with broadcasting (strides 0 along broadcast dims, up to 8 dims), unary ops,
+// predicates, where, clamp, casts/strided copies, fills, tril/triu and a few mask helpers.
+//
+// Op codes are runtime arguments (one kernel per dtype, a switch inside): the switch is uniform across a warp,
+// and it keeps the number of instantiations, and so the compile time, small. Codes match kernels.py.
+#include "common.cuh"
+
+#include <type_traits>
+
+// ---- binary -------------------------------------------------------------------------------------------------
+enum BinOp {
+    B_ADD = 0, B_SUB = 1, B_MUL = 2, B_DIV = 3, B_MAX = 4, B_MIN = 5, B_POW = 6, B_FLOORDIV = 7,
+    B_REMAINDER = 8, B_FMOD = 9, B_BITAND = 10, B_BITOR = 11, B_BITXOR = 12,
+};
+
+template <typename T> __device__ __forceinline__ bool is_nan(T v) { return v != v; }
+
+template <typename T> __device__ __forceinline__ T float_binary(int op, T a, T b) {
+    switch (op) {
+    case B_ADD: return a + b;
+    case B_SUB: return a - b;
+    case B_MUL: return a * b;
+    case B_DIV: return a / b;
+    case B_MAX: return is_nan(a) || is_nan(b) ? Limits<T>::nan() : (a > b ? a : b);
+    case B_MIN: return is_nan(a) || is_nan(b) ? Limits<T>::nan() : (a < b ? a : b);
+    case B_POW: return pow(a, b);
+    case B_FLOORDIV: {
+        // numpy's floor_divide for floats (npy_divmod)
+        if (b == T(0)) return a / b;
+        T mod = fmod(a, b);
+        T div = (a - mod) / b;
+        if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
+        T fl;
+        if (div != T(0)) {
+            fl = floor(div);
+            if (div - fl > T(0.5)) fl += T(1);
+        } else {
+            fl = copysign(T(0), a / b);
+        }
+        return fl;
+    }
+    case B_REMAINDER: {
+        T m = fmod(a, b);
+        if (m != T(0) && ((b < T(0)) != (m < T(0)))) m += b;
+        return m;
+    }
+    case B_FMOD: return fmod(a, b);
+    default: return Limits<T>::nan();
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ T int_binary(int op, T a, T b, int64_t *err, int64_t pos) {
+    typedef typename std::conditional<sizeof(T) == 8, unsigned long long, unsigned int>::type U;
+    switch (op) {
+    case B_ADD: return (T)((U)a + (U)b);  // wraps around, as in torch
+    case B_SUB: return (T)((U)a - (U)b);
+    case B_MUL: return (T)((U)a * (U)b);
+    case B_MAX: return a > b ? a : b;
+    case B_MIN: return a < b ? a : b;
+    case B_POW: {
+        if (b < 0) return a == 1 ? T(1) : (a == -1 ? ((b & 1) ? T(-1) : T(1)) : T(0));
+        U r = 1, base = (U)a;
+        for (T e = b; e > 0; e >>= 1) {
+            if (e & 1) r *= base;
+            base *= base;
+        }
+        return (T)r;
+    }
+    case B_FLOORDIV:
+    case B_REMAINDER:
+    case B_FMOD: {
+        if (b == 0) {
+            plast_set_error(err, PLAST_ERR_ZERO_DIV, (int64_t)a, 0, pos);
+            return 0;
+        }
+        if (b == -1) return op == B_FLOORDIV ? (T)(U(0) - (U)a) : T(0);  // no overflow trap on MIN / -1
+        T q = a / b, r = a % b;
+        if (op == B_FMOD) return r;
+        bool adjust = r != 0 && ((r < 0) != (b < 0));
+        return op == B_FLOORDIV ? (adjust ? q - 1 : q) : (adjust ? r + b : r);
+    }
+    case B_BITAND: return a & b;
+    case B_BITOR: return a | b;
+    case B_BITXOR: return a ^ b;
+    default: return 0;
+    }
+}
+
+template <typename T> struct IsFloat { static const bool value = false; };
+template <> struct IsFloat<float> { static const bool value = true; };
+template <> struct IsFloat<double> { static const bool value = true; };
+
+// bool: add/max/or -> or, mul/min/and -> and, sub/xor -> xor (torch's rules for bool tensors)
+__device__ __forceinline__ uint8_t bool_binary(int op, uint8_t a, uint8_t b) {
+    bool x = a != 0, y = b != 0;
+    switch (op) {
+    case B_ADD: case B_MAX: case B_BITOR: return x || y;
+    case B_MUL: case B_MIN: case B_BITAND: case B_POW: return op == B_POW ? (x || !y) : (x && y);
+    default: return x != y;
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void binary_body(int op, const T *a, Layout la, const T *b, Layout lb, T *out,
+                                            Layout lo, int64_t n, int64_t *err) {
+    PLAST_GRID_LOOP(i, n) {
+        T x = a[layout_offset(la, i)], y = b[layout_offset(lb, i)];
+        T r;
+        if constexpr (IsFloat<T>::value) r = float_binary<T>(op, x, y);
+        else if constexpr (sizeof(T) == 1) r = bool_binary(op, x, y);
+        else r = int_binary<T>(op, x, y, err, i);
+        out[layout_offset(lo, i)] = r;
+    }
+}
+
+// ---- comparisons and logical ops (bool out) -------------------------------------------------------------------
+enum CmpOp { C_EQ = 0, C_NE = 1, C_LT = 2, C_LE = 3, C_GT = 4, C_GE = 5, C_LAND = 6, C_LOR = 7, C_LXOR = 8 };
+
+template <typename T>
+__device__ __forceinline__ void compare_body(int op, const T *a, Layout la, const T *b, Layout lb, uint8_t *out,
+                                             Layout lo, int64_t n) {
+    PLAST_GRID_LOOP(i, n) {
+        T x = a[layout_offset(la, i)], y = b[layout_offset(lb, i)];
+        bool r;
+        switch (op) {
+        case C_EQ: r = x == y; break;
+        case C_NE: r = x != y; break;
+        case C_LT: r = x < y; break;
+        case C_LE: r = x <= y; break;
+        case C_GT: r = x > y; break;
+        case C_GE: r = x >= y; break;
+        case C_LAND: r = (x != T(0)) && (y != T(0)); break;
+        case C_LOR: r = (x != T(0)) || (y != T(0)); break;
+        default: r = (x != T(0)) != (y != T(0)); break;
+        }
+        out[layout_offset(lo, i)] = r ? 1 : 0;
+    }
+}
+
+// ---- unary --------------------------------------------------------------------------------------------------
+enum UnOp {
+    U_EXP = 0, U_LOG = 1, U_LOG1P = 2, U_SQRT = 3, U_SIN = 4, U_COS = 5, U_TANH = 6, U_SIGMOID = 7, U_ABS = 8,
+    U_SIGN = 9, U_RELU = 10, U_ERF = 11, U_NEG = 12, U_FLOOR = 13, U_CEIL = 14, U_TRUNC = 15, U_ROUND = 16,
+    U_EXP2 = 17, U_LOG2 = 18, U_LOG10 = 19, U_EXPM1 = 20, U_GELU_ERF = 21, U_GELU_TANH = 22, U_SILU = 23,
+    U_BITNOT = 24, U_RECIPROCAL = 25, U_RSQRT = 26, U_SQUARE = 27,
+};
+
+template <typename T> __device__ __forceinline__ T float_unary(int op, T x, int decimals) {
+    switch (op) {
+    case U_EXP: return exp(x);
+    case U_LOG: return log(x);
+    case U_LOG1P: return log1p(x);
+    case U_SQRT: return sqrt(x);
+    case U_SIN: return sin(x);
+    case U_COS: return cos(x);
+    case U_TANH: return tanh(x);
+    case U_SIGMOID: return T(0.5) * (T(1) + tanh(T(0.5) * x));  // the CPU's formula
+    case U_ABS: return fabs(x);
+    case U_SIGN: return is_nan(x) ? x : (x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)));
+    case U_RELU: return is_nan(x) ? x : (x > T(0) ? x : T(0));
+    case U_ERF: return erf(x);
+    case U_NEG: return -x;
+    case U_FLOOR: return floor(x);
+    case U_CEIL: return ceil(x);
+    case U_TRUNC: return trunc(x);
+    case U_ROUND: {
+        if (decimals == 0) return rint(x);
+        double p = pow(10.0, (double)(decimals > 0 ? decimals : -decimals));
+        return decimals > 0 ? (T)(rint((double)x * p) / p) : (T)(rint((double)x / p) * p);
+    }
+    case U_EXP2: return exp2(x);
+    case U_LOG2: return log2(x);
+    case U_LOG10: return (T)log10((double)x);  // the CPU computes log10 in double too
+    case U_EXPM1: return expm1(x);
+    case U_GELU_ERF: return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
+    case U_GELU_TANH: {
+        const T k = T(0.79788456080286535588);  // sqrt(2 / pi)
+        return T(0.5) * x * (T(1) + tanh(k * (x + T(0.044715) * x * x * x)));
+    }
+    case U_SILU: return x / (T(1) + exp(-x));
+    case U_RECIPROCAL: return T(1) / x;
+    case U_RSQRT: return T(1) / sqrt(x);
+    case U_SQUARE: return x * x;
+    default: return Limits<T>::nan();
+    }
+}
+
+template <typename T> __device__ __forceinline__ T int_unary(int op, T x) {
+    switch (op) {
+    case U_ABS: return x < 0 ? -x : x;
+    case U_SIGN: return x > 0 ? T(1) : (x < 0 ? T(-1) : T(0));
+    case U_RELU: return x > 0 ? x : T(0);
+    case U_NEG: return -x;
+    case U_BITNOT: return ~x;
+    case U_SQUARE: return x * x;
+    default: return x;  // floor/ceil/trunc/round of an integer is itself
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void unary_body(int op, const T *x, Layout lx, T *out, Layout lo, int64_t n,
+                                           int decimals) {
+    PLAST_GRID_LOOP(i, n) {
+        T v = x[layout_offset(lx, i)];
+        T r;
+        if constexpr (IsFloat<T>::value) r = float_unary<T>(op, v, decimals);
+        else if constexpr (sizeof(T) == 1) r = (op == U_BITNOT || op == U_NEG) ? (v == 0) : (op == U_SIGN ? (v != 0) : v);
+        else r = int_unary<T>(op, v);
+        out[layout_offset(lo, i)] = r;
+    }
+}
+
+// predicates: bool out
+enum PredOp { P_ISFINITE = 0, P_ISNAN = 1, P_ISINF = 2, P_LOGICAL_NOT = 3, P_NONZERO = 4 };
+
+template <typename T>
+__device__ __forceinline__ void predicate_body(int op, const T *x, Layout lx, uint8_t *out, Layout lo, int64_t n) {
+    PLAST_GRID_LOOP(i, n) {
+        T v = x[layout_offset(lx, i)];
+        bool r;
+        if constexpr (IsFloat<T>::value) {
+            switch (op) {
+            case P_ISFINITE: r = isfinite(v); break;
+            case P_ISNAN: r = isnan(v); break;
+            case P_ISINF: r = isinf(v); break;
+            case P_LOGICAL_NOT: r = v == T(0); break;
+            default: r = v != T(0); break;
+            }
+        } else {
+            r = op == P_ISFINITE ? true : (op == P_LOGICAL_NOT ? v == 0 : (op == P_NONZERO ? v != 0 : false));
+        }
+        out[layout_offset(lo, i)] = r ? 1 : 0;
+    }
+}
+
+// ---- where / clamp --------------------------------------------------------------------------------------------
+template <typename T>
+__device__ __forceinline__ void where_body(const uint8_t *c, Layout lc, const T *a, Layout la, const T *b, Layout lb,
+                                           T *out, Layout lo, int64_t n) {
+    PLAST_GRID_LOOP(i, n) {
+        out[layout_offset(lo, i)] = c[layout_offset(lc, i)] ? a[layout_offset(la, i)] : b[layout_offset(lb, i)];
+    }
+}
+
+// out = min(max(x, lo), hi) with NaN propagating (numpy's maximum/minimum); lo/hi may be null
+template <typename T>
+__device__ __forceinline__ void clamp_body(const T *x, Layout lx, const T *mn, Layout lmn, const T *mx, Layout lmx,
+                                           T *out, Layout lo, int64_t n) {
+    PLAST_GRID_LOOP(i, n) {
+        T v = x[layout_offset(lx, i)];
+        if (mn != nullptr) {
+            T m = mn[layout_offset(lmn, i)];
+            if constexpr (IsFloat<T>::value) v = is_nan(v) || is_nan(m) ? Limits<T>::nan() : (v > m ? v : m);
+            else v = v > m ? v : m;
+        }
+        if (mx != nullptr) {
+            T m = mx[layout_offset(lmx, i)];
+            if constexpr (IsFloat<T>::value) v = is_nan(v) || is_nan(m) ? Limits<T>::nan() : (v < m ? v : m);
+            else v = v < m ? v : m;
+        }
+        out[layout_offset(lo, i)] = v;
+    }
+}
+
+// ---- casts and strided copies -----------------------------------------------------------------------------------
+template <typename D, typename S> __device__ __forceinline__ D convert(S v) { return (D)v; }
+template <> __device__ __forceinline__ uint8_t convert<uint8_t, float>(float v) { return v != 0.0f; }
+template <> __device__ __forceinline__ uint8_t convert<uint8_t, double>(double v) { return v != 0.0; }
+template <> __device__ __forceinline__ uint8_t convert<uint8_t, int32_t>(int32_t v) { return v != 0; }
+template <> __device__ __forceinline__ uint8_t convert<uint8_t, int64_t>(int64_t v) { return v != 0; }
+
+template <typename S, typename D>
+__device__ __forceinline__ void copy_body(const S *x, Layout lx, D *out, Layout lo, int64_t n) {
+    PLAST_GRID_LOOP(i, n) out[layout_offset(lo, i)] = convert<D, S>(x[layout_offset(lx, i)]);
+}
+
+// out[i] = pattern (1, 4 or 8 bytes): the launcher packs the value in the target dtype
+template <typename U> __device__ __forceinline__ void fill_body(U *out, Layout lo, int64_t n, U pattern) {
+    PLAST_GRID_LOOP(i, n) out[layout_offset(lo, i)] = pattern;
+}
+
+// out = x where (col - row) <= k (tril) / >= k (triu), else 0; the last two dims of the out shape are (rows, cols)
+template <typename T>
+__device__ __forceinline__ void tril_body(const T *x, Layout lx, T *out, int64_t n, int64_t rows, int64_t cols,
+                                          int64_t k, int upper) {
+    PLAST_GRID_LOOP(i, n) {
+        int64_t c = i % cols, r = (i / cols) % rows;
+        bool keep = upper ? (c - r >= k) : (c - r <= k);
+        out[i] = keep ? x[layout_offset(lx, i)] : T(0);
+    }
+}
+
+// out = (u >= p) * scale
+template <typename T>
+__device__ __forceinline__ void dropout_mask_body(const T *u, T *out, int64_t n, T p, T scale) {
+    PLAST_GRID_LOOP(i, n) out[i] = u[i] >= p ? scale : T(0);
+}
+
+// out = 0 where the mask is true, -inf where false
+template <typename T>
+__device__ __forceinline__ void mask_to_additive_body(const uint8_t *m, Layout lm, T *out, int64_t n) {
+    PLAST_GRID_LOOP(i, n) out[i] = m[layout_offset(lm, i)] ? T(0) : -Limits<T>::inf();
+}
+
+// ---- instantiations -------------------------------------------------------------------------------------------
+#define BINARY(SUF, T)                                                                                      \
+    extern "C" __global__ void binary_##SUF(int op, const T *a, Layout la, const T *b, Layout lb, T *out,   \
+                                            Layout lo, int64_t n, int64_t *err) {                           \
+        binary_body<T>(op, a, la, b, lb, out, lo, n, err);                                                  \
+    }                                                                                                       \
+    extern "C" __global__ void compare_##SUF(int op, const T *a, Layout la, const T *b, Layout lb,          \
+                                             uint8_t *out, Layout lo, int64_t n) {                          \
+        compare_body<T>(op, a, la, b, lb, out, lo, n);                                                      \
+    }                                                                                                       \
+    extern "C" __global__ void unary_##SUF(int op, const T *x, Layout lx, T *out, Layout lo, int64_t n,     \
+                                           int decimals) {                                                  \
+        unary_body<T>(op, x, lx, out, lo, n, decimals);                                                     \
+    }                                                                                                       \
+    extern "C" __global__ void predicate_##SUF(int op, const T *x, Layout lx, uint8_t *out, Layout lo,      \
+                                               int64_t n) {                                                 \
+        predicate_body<T>(op, x, lx, out, lo, n);                                                           \
+    }                                                                                                       \
+    extern "C" __global__ void where_##SUF(const uint8_t *c, Layout lc, const T *a, Layout la, const T *b,  \
+                                           Layout lb, T *out, Layout lo, int64_t n) {                       \
+        where_body<T>(c, lc, a, la, b, lb, out, lo, n);                                                     \
+    }                                                                                                       \
+    extern "C" __global__ void clamp_##SUF(const T *x, Layout lx, const T *mn, Layout lmn, const T *mx,     \
+                                           Layout lmx, T *out, Layout lo, int64_t n) {                      \
+        clamp_body<T>(x, lx, mn, lmn, mx, lmx, out, lo, n);                                                 \
+    }                                                                                                       \
+    extern "C" __global__ void tril_##SUF(const T *x, Layout lx, T *out, int64_t n, int64_t rows,           \
+                                          int64_t cols, int64_t k, int upper) {                             \
+        tril_body<T>(x, lx, out, n, rows, cols, k, upper);                                                  \
+    }
+
+BINARY(u8, uint8_t)
+BINARY(i32, int32_t)
+BINARY(i64, int64_t)
+BINARY(f32, float)
+BINARY(f64, double)
+
+#define FLOAT_ONLY(SUF, T)                                                                                  \
+    extern "C" __global__ void dropout_mask_##SUF(const T *u, T *out, int64_t n, T p, T scale) {            \
+        dropout_mask_body<T>(u, out, n, p, scale);                                                          \
+    }                                                                                                       \
+    extern "C" __global__ void mask_to_additive_##SUF(const uint8_t *m, Layout lm, T *out, int64_t n) {     \
+        mask_to_additive_body<T>(m, lm, out, n);                                                            \
+    }
+
+FLOAT_ONLY(f32, float)
+FLOAT_ONLY(f64, double)
+
+#define COPY(SS, S, DS, D)                                                                                  \
+    extern "C" __global__ void copy_##SS##_##DS(const S *x, Layout lx, D *out, Layout lo, int64_t n) {      \
+        copy_body<S, D>(x, lx, out, lo, n);                                                                 \
+    }
+#define COPY_FROM(SS, S)                                                                                    \
+    COPY(SS, S, u8, uint8_t) COPY(SS, S, i32, int32_t) COPY(SS, S, i64, int64_t) COPY(SS, S, f32, float)    \
+    COPY(SS, S, f64, double)
+
+COPY_FROM(u8, uint8_t)
+COPY_FROM(i32, int32_t)
+COPY_FROM(i64, int64_t)
+COPY_FROM(f32, float)
+COPY_FROM(f64, double)
+
+extern "C" __global__ void fill_b1(uint8_t *out, Layout lo, int64_t n, uint8_t v) { fill_body<uint8_t>(out, lo, n, v); }
+extern "C" __global__ void fill_b4(uint32_t *out, Layout lo, int64_t n, uint32_t v) { fill_body<uint32_t>(out, lo, n, v); }
+extern "C" __global__ void fill_b8(uint64_t *out, Layout lo, int64_t n, uint64_t v) { fill_body<uint64_t>(out, lo, n, v); }

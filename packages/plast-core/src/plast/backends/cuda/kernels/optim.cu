@@ -1,0 +1,120 @@
+// Fused optimizer updates over all parameters at once (multi-tensor apply): one launch updates every parameter
+// of every group. The launcher uploads a table of per-tensor entries (pointers, sizes, dtypes) and a chunk list
+// (tensor, first element); block i updates chunk i. Hyperparameters and step counts are read from device
+// tensors when the kernel runs, so a replayed plan follows a scheduler's learning rate.
+//
+// The arithmetic follows the CPU kernels (kernels_optim.py, i.e. torch's single-tensor path) step by step, in
+// the parameter's dtype, with the scalar factors (bias corrections, step size) computed in double.
+#include "common.cuh"
+
+#define OPT_CHUNK 16384
+
+
+
+__device__ __forceinline__ double load_f(uint64_t ptr, int is64, int64_t i) {
+    return is64 ? reinterpret_cast<const double *>(ptr)[i] : (double)reinterpret_cast<const float *>(ptr)[i];
+}
+__device__ __forceinline__ void store_f(uint64_t ptr, int is64, int64_t i, double v) {
+    if (is64) reinterpret_cast<double *>(ptr)[i] = v;
+    else reinterpret_cast<float *>(ptr)[i] = (float)v;
+}
+
+// steps[i] += 1 for every tensor (before the update kernel reads them)
+extern "C" __global__ void opt_step_incr(const OptEntry *tab, int32_t n_tensors) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_tensors; i += blockDim.x * gridDim.x)
+        store_f(tab[i].step, tab[i].step_f64, 0, load_f(tab[i].step, tab[i].step_f64, 0) + 1.0);
+}
+
+// Adam / AdamW: s1 = exp_avg, s2 = exp_avg_sq, s3 = max_exp_avg_sq (amsgrad) or 0
+template <typename T>
+__device__ __forceinline__ void adam_body(const OptEntry *tab, const OptChunk *chunks, int amsgrad, int decoupled,
+                                          int maximize) {
+    const OptChunk ch = chunks[blockIdx.x];
+    const OptEntry e = tab[ch.tensor];
+    const double lr = load_f(e.hyper, e.hyper_f64, 0), beta1 = load_f(e.hyper, e.hyper_f64, 1);
+    const double beta2 = load_f(e.hyper, e.hyper_f64, 2), eps = load_f(e.hyper, e.hyper_f64, 3);
+    const double wd = load_f(e.hyper, e.hyper_f64, 4);
+    const double step = load_f(e.step, e.step_f64, 0);
+    const double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
+    const T step_size = (T)(lr / bc1), bc2_sqrt = (T)sqrt(bc2);
+    const double w1 = 1.0 - beta1;
+    T *p = reinterpret_cast<T *>(e.p);
+    T *m = reinterpret_cast<T *>(e.s1);
+    T *v = reinterpret_cast<T *>(e.s2);
+    T *vmax = reinterpret_cast<T *>(e.s3);
+    const int64_t end = min(e.n, ch.start + (int64_t)OPT_CHUNK);
+    for (int64_t i = ch.start + threadIdx.x; i < end; i += blockDim.x) {
+        T g = (T)load_f(e.g, e.g_f64, i);
+        if (maximize) g = -g;
+        T pv = p[i];
+        if (wd != 0.0) {
+            if (decoupled) pv *= (T)(1.0 - lr * wd);
+            else g = g + (T)wd * pv;
+        }
+        T mv = m[i];
+        if (fabs(w1) < 0.5) mv += (T)w1 * (g - mv);  // torch's lerp, both branches
+        else mv = g - (g - mv) * (T)(1.0 - w1);
+        T vv = v[i] * (T)beta2 + ((T)(1.0 - beta2) * g) * g;
+        T denom;
+        if (amsgrad) {
+            T mx = vmax[i] > vv ? vmax[i] : vv;
+            vmax[i] = mx;
+            denom = sqrt(mx) / bc2_sqrt + (T)eps;
+        } else {
+            denom = sqrt(vv) / bc2_sqrt + (T)eps;
+        }
+        pv += (-step_size * mv) / denom;
+        p[i] = pv;
+        m[i] = mv;
+        v[i] = vv;
+    }
+}
+
+// SGD: s1 = momentum buffer (or 0), s3 = "fresh" flag tensor (one element; nonzero: the buffer starts now)
+template <typename T>
+__device__ __forceinline__ void sgd_body(const OptEntry *tab, const OptChunk *chunks, int has_bufs, int nesterov,
+                                         int maximize) {
+    const OptChunk ch = chunks[blockIdx.x];
+    const OptEntry e = tab[ch.tensor];
+    const double lr = load_f(e.hyper, e.hyper_f64, 0), momentum = load_f(e.hyper, e.hyper_f64, 1);
+    const double dampening = load_f(e.hyper, e.hyper_f64, 2), wd = load_f(e.hyper, e.hyper_f64, 3);
+    const bool fresh = has_bufs && load_f(e.s3, e.step_f64, 0) != 0.0;  // step_f64 carries the flag's dtype
+    T *p = reinterpret_cast<T *>(e.p);
+    T *buf = reinterpret_cast<T *>(e.s1);
+    const int64_t end = min(e.n, ch.start + (int64_t)OPT_CHUNK);
+    for (int64_t i = ch.start + threadIdx.x; i < end; i += blockDim.x) {
+        T g = (T)load_f(e.g, e.g_f64, i);
+        if (maximize) g = -g;
+        T pv = p[i];
+        if (wd != 0.0) g = g + (T)wd * pv;
+        if (has_bufs) {
+            T b = fresh ? g : buf[i] * (T)momentum + (T)(1.0 - dampening) * g;
+            buf[i] = b;
+            g = nesterov ? g + (T)momentum * b : b;
+        }
+        p[i] = pv + (T)(-lr) * g;
+    }
+}
+
+// clears the fresh flags after the SGD update read them
+extern "C" __global__ void opt_clear_flags(const OptEntry *tab, int32_t n_tensors) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_tensors; i += blockDim.x * gridDim.x)
+        if (tab[i].s3) store_f(tab[i].s3, tab[i].step_f64, 0, 0.0);
+}
+
+extern "C" __global__ void adam_f32(const OptEntry *tab, const OptChunk *chunks, int amsgrad, int decoupled,
+                                    int maximize) {
+    adam_body<float>(tab, chunks, amsgrad, decoupled, maximize);
+}
+extern "C" __global__ void adam_f64(const OptEntry *tab, const OptChunk *chunks, int amsgrad, int decoupled,
+                                    int maximize) {
+    adam_body<double>(tab, chunks, amsgrad, decoupled, maximize);
+}
+extern "C" __global__ void sgd_f32(const OptEntry *tab, const OptChunk *chunks, int has_bufs, int nesterov,
+                                   int maximize) {
+    sgd_body<float>(tab, chunks, has_bufs, nesterov, maximize);
+}
+extern "C" __global__ void sgd_f64(const OptEntry *tab, const OptChunk *chunks, int has_bufs, int nesterov,
+                                   int maximize) {
+    sgd_body<double>(tab, chunks, has_bufs, nesterov, maximize);
+}

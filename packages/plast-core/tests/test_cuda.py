@@ -1,0 +1,295 @@
+"""CUDA kernels on a real GPU, compared with the CPU backend (and numpy where the CPU has no twin).
+
+Every test is marked ``cuda`` and skips with the reason when ``plast.backends.cuda.is_available()`` is False
+(no pycuda, no driver, no device, or compute capability below 8.0). The bulk of the checking is generic: the
+harness records the CPU kernel calls of a representative workload (inputs with their real strides and offsets,
+node arguments, results) and replays each on the GPU (plast.backends.cuda.harness).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import plast.backends.cuda as cuda
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(
+        not cuda.is_available(), reason=f"CUDA backend not available: {cuda.unavailable_reason()}"
+    ),
+]
+
+
+def _harness():
+    from plast.backends.cuda import harness
+
+    return harness
+
+
+def _segments():
+    return [name for name, _ in _harness()._segments()]
+
+
+@pytest.fixture(scope="module")
+def dev():
+    from plast.backends.cuda import harness, kernels, loader, memory
+
+    loader.context()
+
+    class Dev:
+        arena = memory.transient_arena()
+
+        @staticmethod
+        def put(a):
+            a = np.ascontiguousarray(a)
+            code = {
+                np.dtype(np.bool_): 0,
+                np.dtype(np.int32): 1,
+                np.dtype(np.int64): 2,
+                np.dtype(np.float32): 3,
+                np.dtype(np.float64): 4,
+            }[a.dtype]
+            import plast.dtypes as D
+
+            dt = next(d for d in D.ALL if d.code == code)
+            st = Dev.arena.new(max(a.nbytes, 1))
+            memory.from_host(st, a.view(np.uint8).reshape(-1))
+            return harness.DevTensor(st, a.shape, kernels.contiguous_strides(a.shape), 0, dt)
+
+        @staticmethod
+        def empty(shape, np_dtype):
+            return Dev.put(np.zeros(shape, dtype=np_dtype))
+
+        @staticmethod
+        def get(t):
+            return memory.to_host(t._storage, t._shape, t.dtype.np, t._offset * t.dtype.itemsize)
+
+    return Dev
+
+
+def test_every_module_builds_for_this_gpu():
+    from plast.backends.cuda import loader
+
+    assert loader.build_all() == loader.module_names()
+
+
+@pytest.mark.parametrize("segment", _segments())
+def test_workload_matches_cpu(segment):
+    harness = _harness()
+    seg = dict(harness._segments())[segment]
+    import plast
+
+    calls = harness.capture(lambda: plast.forward(*[o for o in seg() if isinstance(o, plast.Tensor)]))
+    problems = []
+    for c in calls:
+        try:
+            msg = harness.replay(c)
+        except NotImplementedError:
+            continue
+        if msg:
+            problems.append(f"{c!r}: {msg}")
+    assert not problems, "\n".join(problems[:40])
+
+
+@pytest.mark.parametrize(
+    "kind,code", [("u32", 3), ("uniform", 3), ("uniform", 4), ("normal", 3), ("normal", 4)]
+)
+def test_philox_matches_cpu(dev, kind, code):
+    from plast.backends.cpu import _kernels
+    from plast.backends.cuda import kernels_nn, memory
+
+    n, seed, offset = 100_003, 2**40 + 17, 12345
+    dt = np.uint32 if kind == "u32" else (np.float32 if code == 3 else np.float64)
+    want = np.zeros(n, dtype=dt)
+    _kernels.philox_fill(kind, code, seed, offset, want.ctypes.data, n, 0.25, 2.0)
+    st = dev.arena.new(want.nbytes)
+    blocks = kernels_nn.philox_fill(kind, code, seed, offset, st.address, n, 0.25, 2.0)
+    got = memory.to_host(st, (n,), dt)
+    assert blocks == ((n + 3) // 4 if kind == "u32" or (kind == "uniform" and code == 3) else (n + 1) // 2)
+    if kind == "normal":
+        # Box-Muller through the GPU's libm: within an ulp or two of the host's
+        np.testing.assert_allclose(
+            got, want, rtol=4e-7 if code == 3 else 1e-14, atol=1e-7 if code == 3 else 1e-14
+        )
+    else:
+        assert np.array_equal(got, want)
+
+
+def test_bad_ids_raise_index_error(dev):
+    from plast.backends.cuda import kernels_nn
+    from plast.ops.registry import OPS
+
+    harness = _harness()
+    w = dev.put(np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32))
+    ids = dev.put(np.array([1, 99, 2], dtype=np.int64))
+    out = dev.empty((3, 4), np.float32)
+    with pytest.raises(IndexError, match="id 99 is out of range for 10 rows"):
+        kernels_nn.embedding(harness._ArgsNode(OPS["embedding"], (None, False)), [ids, w], [out])
+    # the flag is cleared for the next call
+    ok = dev.put(np.array([1, 9], dtype=np.int64))
+    out2 = dev.empty((2, 4), np.float32)
+    kernels_nn.embedding(harness._ArgsNode(OPS["embedding"], (None, False)), [ok, w], [out2])
+    np.testing.assert_array_equal(dev.get(out2), dev.get(w)[[1, 9]])
+
+
+def test_integer_division_by_zero_raises(dev):
+    from plast.backends.cuda import kernels
+    from plast.ops.registry import OPS
+
+    a = dev.put(np.array([4, 5, 6], dtype=np.int64))
+    b = dev.put(np.array([1, 0, 2], dtype=np.int64))
+    out = dev.empty((3,), np.int64)
+    with pytest.raises(ZeroDivisionError):
+        kernels.binary(_harness()._ArgsNode(OPS["floor_divide"], ()), [a, b], [out])
+
+
+def test_cross_entropy_bad_target_raises(dev):
+    from plast.backends.cuda import kernels_nn
+    from plast.ops.registry import OPS
+
+    x = dev.put(np.zeros((2, 5), dtype=np.float32))
+    t = dev.put(np.array([1, 7], dtype=np.int64))
+    out = dev.empty((), np.float32)
+    node = _harness()._ArgsNode(OPS["cross_entropy"], ("index", -100, "mean", 0.0))
+    with pytest.raises(IndexError, match="target 7 is out of bounds for 5 classes"):
+        kernels_nn.cross_entropy(node, [x, t], [out])
+
+
+@pytest.mark.parametrize(
+    "shape_a,shape_b",
+    [((257, 130), (130, 129)), ((3, 1, 70, 33), (2, 33, 150)), ((1000,), (1000, 3)), ((5, 64), (64,))],
+)
+def test_matmul_shapes_and_broadcasting(dev, shape_a, shape_b):
+    from plast.backends.cuda import kernels_nn
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(shape_a).astype(np.float32)
+    b = rng.standard_normal(shape_b).astype(np.float32)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    out = dev.empty(want.shape, np.float32)
+    da, db = dev.put(a), dev.put(b)
+    kernels_nn.gemm(kernels_nn.operand(da), kernels_nn.operand(db), out)
+    np.testing.assert_allclose(dev.get(out), want, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_transposed_views_and_epilogue(dev):
+    from plast.backends.cuda import kernels, kernels_nn
+
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((96, 200)).astype(np.float32)  # used as a.T: (200, 96) with strides (1, 200)
+    b = rng.standard_normal((96, 77)).astype(np.float32)
+    bias = rng.standard_normal(77).astype(np.float32)
+    da, db, dbias = dev.put(a), dev.put(b), dev.put(bias)
+    at = kernels.Operand(kernels.addr(da), (200, 96), (1, 200), 3)
+    for act, f in (
+        (1, lambda v: np.maximum(v, 0)),
+        (3, lambda v: 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))),
+    ):
+        out = dev.empty((200, 77), np.float32)
+        kernels_nn.gemm(at, kernels.operand(db), out, bias=kernels.operand(dbias), act=act)
+        want = f(a.T.astype(np.float64) @ b + bias)
+        np.testing.assert_allclose(dev.get(out), want, rtol=1e-4, atol=1e-4)
+
+
+def test_tf32_matmul_only_when_allowed(dev):
+    from plast.backends.cuda import kernels, kernels_nn
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((300, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 200)).astype(np.float32)
+    want = a.astype(np.float64) @ b
+    da, db = dev.put(a), dev.put(b)
+    old = cuda.matmul.allow_tf32
+    try:
+        cuda.matmul.allow_tf32 = True
+        out = dev.empty((300, 200), np.float32)
+        kernels_nn.gemm(kernels.operand(da), kernels.operand(db), out)
+        got = dev.get(out)
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=5e-2)  # TF32: 10 mantissa bits per input
+        assert np.abs(got - want).max() > 1e-3, "the TF32 path gave FP32-exact results: was it used?"
+    finally:
+        cuda.matmul.allow_tf32 = old
+
+
+def _attention_ref(q, k, v, causal, scale, g):
+    s = np.einsum("bhld,bhsd->bhls", q, k) * scale
+    if causal:
+        L, S = s.shape[-2:]
+        s = np.where(np.tril(np.ones((L, S), dtype=bool)), s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    p /= p.sum(-1, keepdims=True)
+    o = p @ v
+    lse = (m + np.log(np.exp(s - m).sum(-1, keepdims=True)))[..., 0]
+    dv = np.einsum("bhls,bhld->bhsd", p, g)
+    dp = g @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    dq = ds @ k * scale
+    dk = np.einsum("bhls,bhld->bhsd", ds, q) * scale
+    return o, lse, dq, dk, dv
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [16, 40, 128])
+def test_flash_attention_forward_and_backward(dev, causal, D):
+    from plast.backends.cuda import kernels, kernels_nn
+
+    rng = np.random.default_rng(4)
+    B, H, L, S = 2, 3, 70, 70 if causal else 45
+    q, k, v, g = (
+        rng.standard_normal(s).astype(np.float32)
+        for s in ((B, H, L, D), (B, H, S, D), (B, H, S, D), (B, H, L, D))
+    )
+    scale = 1 / math.sqrt(D)
+    o_ref, lse_ref, dq_ref, dk_ref, dv_ref = _attention_ref(
+        *(x.astype(np.float64) for x in (q, k, v)), causal, scale, g.astype(np.float64)
+    )
+    dq_, dk_, dv_, dg = dev.put(q), dev.put(k), dev.put(v), dev.put(g)
+    o, lse = dev.empty((B, H, L, D), np.float32), dev.empty((B, H, L), np.float32)
+    ops = [kernels.operand(t) for t in (dq_, dk_, dv_)]
+    kernels_nn.flash_attention_forward(*ops, kernels.addr(o), kernels.addr(lse), causal=causal)
+    np.testing.assert_allclose(dev.get(o), o_ref, rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(dev.get(lse), lse_ref, rtol=1e-4, atol=2e-5)
+    gq, gk, gv = (
+        dev.empty(q.shape, np.float32),
+        dev.empty(k.shape, np.float32),
+        dev.empty(v.shape, np.float32),
+    )
+    kernels_nn.flash_attention_backward(
+        *ops,
+        kernels.addr(o),
+        kernels.addr(lse),
+        kernels.operand(dg),
+        kernels.addr(gq),
+        kernels.addr(gk),
+        kernels.addr(gv),
+        causal=causal,
+    )
+    for got, want in ((gq, dq_ref), (gk, dk_ref), (gv, dv_ref)):
+        np.testing.assert_allclose(dev.get(got), want, rtol=1e-3, atol=1e-4)
+
+
+def test_long_rows_sort_globally(dev):
+    from plast.backends.cuda import kernels
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 5000)).astype(np.float32)
+    x[0, 10:20] = 0.5  # ties keep their order
+    x[1, 7] = np.nan  # NaN sorts last ascending
+    dx = dev.put(x)
+    out = dev.empty((3, 5000), np.int64)
+    kernels.sort_raw(kernels.operand(dx), 1, False, 5000, out)
+    np.testing.assert_array_equal(dev.get(out), np.argsort(x, axis=1, kind="stable"))
+
+
+def test_device_arena_roundtrip(dev):
+    from plast.backends.cuda import memory
+
+    a = memory.DeviceArena("persistent", False, capacity=1 << 20, grow=False)
+    s = a.new(1000)
+    data = np.arange(250, dtype=np.float32)
+    memory.from_host(s, data)
+    np.testing.assert_array_equal(memory.to_host(s, (250,), np.float32), data)
+    with pytest.raises(MemoryError):
+        a.new(2 << 20)
