@@ -7,7 +7,8 @@ arenas. A numpy kernel is replaced by a C one when a benchmark says it matters.
 
 import numpy as np
 
-from . import _kernels
+from . import _fast, _gemm, _kernels
+from .fastpath import as3d, contiguous_block
 
 
 def np_view(t):
@@ -96,8 +97,17 @@ def view(node, inputs, outputs):
 
 def sum_(node, inputs, outputs):
     dims, keepdim = node.args
-    x = np_view(inputs[0])
-    np_view(outputs[0])[...] = np.sum(x, axis=dims, keepdims=keepdim, dtype=outputs[0].dtype.np)
+    x, out = inputs[0], outputs[0]
+    if x.dtype.code == 3 and out.dtype.code == 3:
+        block = contiguous_block(dims) if x.ndim else (0, 0)
+        v = as3d(x, *block) if block else None
+        if v is not None:
+            if out.numel() and x.numel():
+                _fast.reduce3d(_fast.RD_SUM, v[0], v[1], v[2], address(x), v[3], address(out))
+            elif out.numel():
+                np_view(out).fill(0)
+            return
+    np_view(out)[...] = np.sum(np_view(x), axis=dims, keepdims=keepdim, dtype=out.dtype.np)
 
 
 def _erf(x):
@@ -124,11 +134,56 @@ UNARY = {
 }
 
 
+# ops with a vectorized C kernel (float32 and float64); the rest, and other dtypes, run the numpy versions
+_FAST_UNARY = {name: _fast.UNARY_CODES[name] for name in ("exp", "log", "log1p", "sqrt", "tanh", "sigmoid",
+                                                          "relu", "abs", "sign", "erf")}
+
+
 def unary(node, inputs, outputs):
-    out = np_view(outputs[0])
-    out[...] = UNARY[node.op.name](np_view(inputs[0]))
+    x, out = inputs[0], outputs[0]
+    code = _FAST_UNARY.get(node.op.name)
+    if code is not None and x.dtype is out.dtype and x.dtype.code in (3, 4):
+        if out.numel():
+            _fast.unary_nd(code, x.dtype.code, out._shape, address(x), x._strides, address(out), out._strides)
+        return
+    np_view(out)[...] = UNARY[node.op.name](np_view(x))
+
+
+def gemm_into(out, a, b, *, bias=None, act="none", alpha=1.0):
+    """out = act(alpha * a @ b + bias) with plast's GEMM (csrc/gemm.c) for float32/float64 operands of 2 or more
+    dims (leading dims broadcast); numpy's matmul otherwise. Arrays are numpy views of arena memory."""
+    if out.size == 0:
+        return
+    if out.dtype.kind == "f" and a.dtype == b.dtype == out.dtype and a.shape[-1]:
+        if a.ndim == 2 and b.ndim == 2:
+            _gemm.gemm(a, b, out, alpha=alpha, bias=bias, act=act)
+            return
+        batch = out.shape[:-2]
+        a3 = np.broadcast_to(a, batch + a.shape[-2:]).reshape((-1,) + a.shape[-2:]) if a.ndim > 2 or batch else a
+        b3 = np.broadcast_to(b, batch + b.shape[-2:]).reshape((-1,) + b.shape[-2:]) if b.ndim > 2 or batch else b
+        o3 = out.reshape((-1,) + out.shape[-2:])
+        if np.shares_memory(o3, out):
+            _gemm.bmm(a3, b3, o3, alpha=alpha, bias=bias, act=act)
+            return
+    np.matmul(a, b, out=out)
+    if alpha != 1:
+        out *= alpha
+    if bias is not None:
+        out += bias
+    if act == "relu":
+        np.maximum(out, 0, out=out)
+    elif act != "none":
+        raise ValueError(f"gemm_into: activation {act!r} needs the float GEMM")
+
+
+def row_bias(bias, n):
+    """bias as a length-n vector when it broadcasts along rows ((), (1,), (n,), (1, 1), (1, n)), else None."""
+    if bias.ndim > 2 or (bias.ndim == 2 and bias.shape[0] != 1) or bias.size not in (1, n):
+        return None
+    flat = bias.reshape(-1)
+    return flat if flat.size == n else np.broadcast_to(flat, (n,))
 
 
 def matmul_nd(node, inputs, outputs):
     a, b = (np_view(t) for t in inputs)
-    np.matmul(a, b, out=np_view(outputs[0]))
+    gemm_into(np_view(outputs[0]), a, b)

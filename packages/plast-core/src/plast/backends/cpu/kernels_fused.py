@@ -1,22 +1,27 @@
 """CPU kernels for fused groups (engine/fusion.py). Signature: ``kernel(root_node, inputs, outputs, args)``.
 
-NOTE: numpy baselines; the GEMM with fused epilogues (csrc/gemm.c) takes over addmm_act once it is wired in.
+addmm_act runs on the GEMM's fused epilogue (csrc/gemm.c).
 """
 
 import numpy as np
 
-from .kernels import np_view
+from .kernels import gemm_into, np_view, row_bias
 
 
 def addmm_act(node, inputs, outputs, args):
-    """out = act(a @ b + bias): one output buffer, no intermediate."""
+    """out = act(a @ b + bias): the GEMM's epilogue adds the bias and applies the activation while the tile is
+    in registers; no intermediate is written."""
     bias, a, b = inputs
-    act = args[0]
+    act = args[0] or "none"
     out = np_view(outputs[0])
-    np.matmul(np_view(a), np_view(b), out=out)
-    out += np_view(bias)
-    if act == "relu":
-        np.maximum(out, 0, out=out)
+    bv = row_bias(np_view(bias), out.shape[-1])
+    if bv is not None:
+        gemm_into(out, np_view(a), np_view(b), bias=bv, act=act)
+    else:
+        gemm_into(out, np_view(a), np_view(b))
+        out += np_view(bias)
+        if act == "relu":
+            np.maximum(out, 0, out=out)
 
 
 class ArgsNode:

@@ -7,7 +7,23 @@ Targets and ids are data, so their range is checked here (numpy), never trusted 
 
 import numpy as np
 
-from .kernels import np_view
+from . import _fast
+from .fastpath import as3d, contiguous_block
+from .kernels import address, gemm_into, np_view, row_bias
+
+_F32 = 3
+
+
+def _addr(a):
+    return a.__array_interface__["data"][0]
+
+
+def _rows_f32(a):
+    """A 2-d float32 numpy array as (rows, row stride) with contiguous rows (copied when they aren't)."""
+    if a.strides[1] != 4 or a.strides[0] % 4 or a.strides[0] < 0:
+        a = np.ascontiguousarray(a)
+    return a, (a.strides[0] // 4 if a.shape[0] > 1 else a.shape[1])
+
 
 _as_strided = np.lib.stride_tricks.as_strided
 
@@ -36,8 +52,23 @@ def _softmax_into(x, axis, out, safe=False):
     np.divide(out, s, out=out)
 
 
+def _softmax_fast(mode, dim, x, out):
+    """The C softmax/log_softmax when x is float32 and lays out as (outer, n, inner); False otherwise."""
+    if x.dtype.code != _F32:
+        return False
+    v = as3d(x, dim, dim + 1)
+    if v is None:
+        return False
+    if out.numel():
+        _fast.softmax3d(mode, v[0], v[1], v[2], address(x), v[3], address(out), as3d(out, dim, dim + 1)[3])
+    return True
+
+
 def softmax(node, inputs, outputs):
     dim, safe = node.args
+    mode = _fast.SM_SAFE_SOFTMAX if safe else _fast.SM_SOFTMAX
+    if _softmax_fast(mode, dim, inputs[0], outputs[0]):
+        return
     out = np_view(outputs[0])
     if out.size:
         _softmax_into(np_view(inputs[0]), dim, out, safe)
@@ -45,6 +76,8 @@ def softmax(node, inputs, outputs):
 
 def log_softmax(node, inputs, outputs):
     (dim,) = node.args
+    if _softmax_fast(_fast.SM_LOG_SOFTMAX, dim, inputs[0], outputs[0]):
+        return
     out = np_view(outputs[0])
     if not out.size:
         return
@@ -55,8 +88,24 @@ def log_softmax(node, inputs, outputs):
     out -= np.log(s)
 
 
+def _softmax_bw_fast(mode, dim, g, y, out):
+    if not (g.dtype.code == y.dtype.code == _F32):
+        return False
+    vg, vy = as3d(g, dim, dim + 1), as3d(y, dim, dim + 1)
+    if vg is None or vy is None:
+        return False
+    if out.numel():
+        vo = as3d(out, dim, dim + 1)
+        _fast.softmax_bw3d(
+            mode, vo[0], vo[1], vo[2], address(g), vg[3], address(y), vy[3], address(out), vo[3]
+        )
+    return True
+
+
 def softmax_backward(node, inputs, outputs):
     (dim,) = node.args
+    if _softmax_bw_fast(_fast.SM_SOFTMAX, dim, inputs[0], inputs[1], outputs[0]):
+        return
     out = np_view(outputs[0])
     if not out.size:
         return
@@ -68,6 +117,8 @@ def softmax_backward(node, inputs, outputs):
 
 def log_softmax_backward(node, inputs, outputs):
     (dim,) = node.args
+    if _softmax_bw_fast(_fast.SM_LOG_SOFTMAX, dim, inputs[0], inputs[1], outputs[0]):
+        return
     out = np_view(outputs[0])
     if not out.size:
         return
@@ -77,7 +128,15 @@ def log_softmax_backward(node, inputs, outputs):
 
 def logsumexp(node, inputs, outputs):
     dims, keepdim = node.args
-    out = np_view(outputs[0])
+    x, o = inputs[0], outputs[0]
+    if x.dtype.code == _F32 and x.numel():
+        block = contiguous_block(dims)
+        v = as3d(x, *block) if block else None
+        if v is not None:
+            if o.numel():
+                _fast.logsumexp3d(v[0], v[1], v[2], address(x), v[3], address(o), (v[2], 0, 1))
+            return
+    out = np_view(o)
     if not out.size:
         return
     x = np_view(inputs[0])
@@ -161,7 +220,47 @@ def _loss_args(node, inputs, xshape):
     return kind, ignore_index, reduction, eps, target, w, k, m
 
 
+def _xent_fast_args(node, inputs, xt):
+    """(x layout, targets, weights) for the C cross-entropy, or None when the case isn't covered."""
+    kind = node.args[0]
+    if kind != "index" or xt.dtype.code != _F32 or xt.ndim < 2:
+        return None
+    v = as3d(xt, 1, 2)
+    if v is None:
+        return None
+    t = np.ascontiguousarray(np_view(inputs[1])).reshape(-1)
+    if t.dtype not in (np.int64, np.int32):
+        return None
+    w = np.ascontiguousarray(np_view(inputs[2]), dtype=np.float32) if len(inputs) > 2 else None
+    return v, t, w
+
+
 def cross_entropy(node, inputs, outputs):
+    fast = _xent_fast_args(node, inputs, inputs[0])
+    if fast is not None:
+        (outer, k, inner, xs), t, w = fast
+        _, ignore_index, reduction, eps = node.args[:4]
+        o = outputs[0]
+        if reduction == "none" and not o.numel():
+            return
+        try:
+            _fast.cross_entropy(
+                outer,
+                k,
+                inner,
+                address(inputs[0]) if inputs[0].numel() else 0,
+                xs,
+                _addr(t),
+                t.dtype == np.int64,
+                _addr(w) if w is not None else 0,
+                ignore_index,
+                eps,
+                reduction,
+                address(o),
+            )
+        except IndexError as e:
+            _fail(outputs, e)
+        return
     x = np_view(inputs[0])
     kind, ignore_index, reduction, eps, target, w, k, m = _loss_args(node, inputs, x.shape)
     out = np_view(outputs[0])
@@ -197,6 +296,34 @@ def cross_entropy(node, inputs, outputs):
 
 def cross_entropy_backward(node, inputs, outputs):
     """d loss / d input = g * (softmax(x) * sum_c(C) - C), with the coefficients C of `_coeffs`."""
+    fast = _xent_fast_args(node, inputs[1:], inputs[1])
+    if fast is not None and inputs[0].dtype.code == _F32:
+        (outer, k, inner, xs), t, w = fast
+        _, ignore_index, reduction, eps = node.args[:4]
+        gx = outputs[0]
+        if not gx.numel():
+            return
+        g = np.ascontiguousarray(np_view(inputs[0]))
+        try:
+            _fast.cross_entropy_bw(
+                outer,
+                k,
+                inner,
+                address(inputs[1]),
+                xs,
+                _addr(t),
+                t.dtype == np.int64,
+                _addr(w) if w is not None else 0,
+                ignore_index,
+                eps,
+                reduction,
+                _addr(g),
+                address(gx),
+                as3d(gx, 1, 2)[3],
+            )
+        except IndexError as e:
+            _fail(outputs, e)
+        return
     g = np_view(inputs[0])
     x = np_view(inputs[1])
     kind, ignore_index, reduction, eps, target, w, k, m = _loss_args(node, inputs[1:], x.shape)
@@ -322,9 +449,11 @@ def addmm(node, inputs, outputs):
     out = np_view(outputs[0])
     if not out.size:
         return
-    np.matmul(a, b, out=out)
-    if alpha != 1:
-        out *= alpha
+    rb = row_bias(bias, out.shape[-1]) if beta == 1 else None
+    if rb is not None:
+        gemm_into(out, a, b, alpha=float(alpha), bias=rb)
+        return
+    gemm_into(out, a, b, alpha=float(alpha))
     if beta != 0:
         out += bias * beta if beta != 1 else bias
 
@@ -339,8 +468,35 @@ def _check_ids(ids, n, op, what="index"):
             )
 
 
+def _ids(t):
+    ids = np.ascontiguousarray(np_view(t)).reshape(-1)
+    return ids if ids.dtype in (np.int64, np.int32) else ids.astype(np.int64)
+
+
 def embedding(node, inputs, outputs):
     padding_idx, zero_padding = node.args
+    out = outputs[0]
+    if out.numel():
+        ids = _ids(inputs[0])
+        w = np_view(inputs[1])
+        if w.strides[1] != w.itemsize or w.strides[0] < 0 or w.strides[0] % w.itemsize:
+            w = np.ascontiguousarray(w)
+        try:
+            _fast.embedding(
+                ids.size,
+                _addr(ids),
+                ids.dtype == np.int64,
+                w.shape[0],
+                _addr(w),
+                w.strides[0],
+                w.shape[1] * w.itemsize,
+                address(out),
+                padding_idx,
+                zero_padding,
+            )
+        except IndexError as e:
+            _fail(outputs, e)
+        return
     ids, w = np_view(inputs[0]), np_view(inputs[1])
     try:
         _check_ids(ids, w.shape[0], "embedding", "id")
@@ -356,6 +512,30 @@ def embedding(node, inputs, outputs):
 
 def embedding_backward(node, inputs, outputs):
     num, padding_idx = node.args
+    o = outputs[0]
+    if o.dtype.code in (3, 4) and inputs[0].dtype is o.dtype and o.numel():
+        ids = _ids(inputs[1])
+        dim = o._shape[1]
+        g = np_view(inputs[0]).reshape(-1, dim)
+        isz = g.itemsize
+        if g.strides[1] != isz or g.strides[0] < 0 or g.strides[0] % isz:
+            g = np.ascontiguousarray(g)
+        try:
+            _fast.embedding_bw(
+                o.dtype.code,
+                ids.size,
+                _addr(ids),
+                ids.dtype == np.int64,
+                num,
+                dim,
+                _addr(g) if g.size else 0,
+                g.strides[0] // isz,
+                address(o),
+                padding_idx,
+            )
+        except IndexError as e:
+            _fail(outputs, e)
+        return
     g, ids = np_view(inputs[0]), np_view(inputs[1])
     out = np_view(outputs[0])
     out.fill(0)
@@ -408,8 +588,37 @@ def _norm_rows(a, k):
     return a.reshape(int(np.prod(lead, dtype=np.int64)), -1)
 
 
+def _param_f32(t):
+    return np.ascontiguousarray(np_view(t), dtype=np.float32).reshape(-1)
+
+
 def layer_norm(node, inputs, outputs):
     k, eps, has_w, has_b = node.args
+    if inputs[0].dtype.code == _F32 and inputs[0].numel():
+        xt = inputs[0]
+        n = int(np.prod(xt._shape[xt.ndim - k :], dtype=np.int64))
+        x, x_row = _rows_f32(np_view(xt).reshape(-1, n))
+        i = 1
+        w = b = None
+        if has_w:
+            w = _param_f32(inputs[i])
+            i += 1
+        if has_b:
+            b = _param_f32(inputs[i])
+        y, mean, rstd = outputs
+        _fast.layer_norm(
+            x.shape[0],
+            n,
+            _addr(x),
+            x_row,
+            _addr(w) if w is not None else 0,
+            _addr(b) if b is not None else 0,
+            eps,
+            address(y),
+            address(mean),
+            address(rstd),
+        )
+        return
     x = np_view(inputs[0])
     y, mean_o, rstd_o = (np_view(o) for o in outputs)
     if not x.size:
@@ -435,6 +644,30 @@ def layer_norm(node, inputs, outputs):
 
 def layer_norm_backward(node, inputs, outputs):
     (k,) = node.args
+    if all(t.dtype.code == _F32 for t in inputs) and inputs[1].numel():
+        xt = inputs[1]
+        n = int(np.prod(xt._shape[xt.ndim - k :], dtype=np.int64))
+        gy, gy_row = _rows_f32(np_view(inputs[0]).reshape(-1, n))
+        x, x_row = _rows_f32(np_view(xt).reshape(-1, n))
+        mean = np.ascontiguousarray(np_view(inputs[2])).reshape(-1)
+        rstd = np.ascontiguousarray(np_view(inputs[3])).reshape(-1)
+        w = _param_f32(inputs[4]) if len(inputs) > 4 else None
+        gx, gw, gb = outputs
+        _fast.layer_norm_bw(
+            x.shape[0],
+            n,
+            _addr(gy),
+            gy_row,
+            _addr(x),
+            x_row,
+            _addr(mean),
+            _addr(rstd),
+            _addr(w) if w is not None else 0,
+            address(gx),
+            address(gw),
+            address(gb),
+        )
+        return
     gy, x, mean, rstd = (np_view(t) for t in inputs[:4])
     gx, gw, gb = (np_view(o) for o in outputs)
     if not x.size:

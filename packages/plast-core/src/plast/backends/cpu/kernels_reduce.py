@@ -7,7 +7,9 @@ data-dependent bad input (multinomial weights) raise a Python exception, never c
 
 import numpy as np
 
-from .kernels import np_view
+from . import _fast
+from .fastpath import as3d, contiguous_block
+from .kernels import address, np_view
 
 
 def _write(out, value):
@@ -17,6 +19,14 @@ def _write(out, value):
 def minmax(node, inputs, outputs):
     """amax / amin over `dims` (NaN propagates, as in torch)."""
     dims, keepdim = node.args
+    x, out = inputs[0], outputs[0]
+    if x.dtype.code == 3 and x.numel() and out.numel():
+        block = contiguous_block(dims) if x.ndim else (0, 0)
+        v = as3d(x, *block) if block else None
+        if v is not None:
+            op = _fast.RD_MAX if node.op.name == "amax" else _fast.RD_MIN
+            _fast.reduce3d(op, v[0], v[1], v[2], address(x), v[3], address(out))
+            return
     fn = np.max if node.op.name == "amax" else np.min
     _write(outputs[0], fn(np_view(inputs[0]), axis=dims, keepdims=keepdim))
 

@@ -1,0 +1,225 @@
+# cython: language_level=3
+# distutils: sources = src/plast/backends/cpu/csrc/unary.c src/plast/backends/cpu/csrc/softmax.c src/plast/backends/cpu/csrc/layernorm.c src/plast/backends/cpu/csrc/xent.c src/plast/backends/cpu/csrc/embedding.c src/plast/backends/cpu/csrc/reduce.c
+"""Thin wrappers over the vectorized kernels in csrc/ (unary math, softmax family, layer_norm, cross-entropy,
+embedding, reductions). They take raw addresses and element strides, release the GIL and pass the SIMD level
+and thread count from _runtime; the kernel functions in kernels*.py decide when a case fits them.
+
+Every entry returns normally or raises: a C error code becomes ValueError (unsupported case), MemoryError,
+or IndexError naming the bad index.
+"""
+
+from libc.stdint cimport int32_t, int64_t, uintptr_t
+
+import numpy as np
+
+from plast.backends.cpu._runtime cimport num_threads, simd_level
+
+cdef extern from "unary.h" nogil:
+    int PLAST_UN_COUNT
+    int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const Py_ssize_t *shape,
+                       const char *x, const Py_ssize_t *x_strides, char *y, const Py_ssize_t *y_strides)
+
+cdef extern from "softmax.h" nogil:
+    ctypedef struct plast_op3:
+        float *p
+        Py_ssize_t so, sn, si
+    int plast_softmax_f32(int simd, int nthreads, int mode, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner,
+                          plast_op3 x, plast_op3 y)
+    int plast_softmax_bw_f32(int simd, int nthreads, int mode, Py_ssize_t outer, Py_ssize_t n,
+                             Py_ssize_t inner, plast_op3 g, plast_op3 y, plast_op3 out)
+    int plast_logsumexp_f32(int simd, int nthreads, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner,
+                            plast_op3 x, plast_op3 out)
+
+cdef extern from "layernorm.h" nogil:
+    int plast_layer_norm_f32(int simd, int nthreads, Py_ssize_t rows, Py_ssize_t n, const float *x,
+                             Py_ssize_t x_row, const float *w, const float *b, float eps, float *y, float *mean,
+                             float *rstd)
+    int plast_layer_norm_bw_f32(int simd, int nthreads, Py_ssize_t rows, Py_ssize_t n, const float *gy,
+                                Py_ssize_t gy_row, const float *x, Py_ssize_t x_row, const float *mean,
+                                const float *rstd, const float *w, float *gx, float *gw, float *gb)
+
+cdef extern from "xent.h" nogil:
+    int PLAST_XENT_BAD_TARGET
+    int plast_xent_fwd_f32(int simd, int nthreads, Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner,
+                           plast_op3 x, const int64_t *t64, const int32_t *t32, const float *w,
+                           int64_t ignore_index, float eps, int reduction, float *out, int64_t *bad)
+    int plast_xent_bw_f32(int simd, int nthreads, Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner,
+                          plast_op3 x, const int64_t *t64, const int32_t *t32, const float *w,
+                          int64_t ignore_index, float eps, int reduction, const float *g, plast_op3 gx,
+                          int64_t *bad)
+
+cdef extern from "embedding.h" nogil:
+    int PLAST_EMB_BAD_ID
+    int plast_embedding_fwd(int nthreads, Py_ssize_t nids, const int64_t *ids64, const int32_t *ids32,
+                            Py_ssize_t num, const char *w, Py_ssize_t w_row, Py_ssize_t row_bytes, char *out,
+                            int64_t padding_idx, int zero_padding, int64_t *bad)
+    int plast_embedding_bw(int simd, int nthreads, int dtype, Py_ssize_t nids, const int64_t *ids64,
+                           const int32_t *ids32, Py_ssize_t num, Py_ssize_t dim, const char *g, Py_ssize_t g_row,
+                           char *out, int64_t padding_idx, int64_t *bad)
+
+cdef extern from "reduce.h" nogil:
+    int plast_reduce_f32(int simd, int nthreads, int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner,
+                         plast_op3 x, float *out)
+
+UNARY_OPS = ("exp", "log", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "neg", "gelu_tanh",
+             "gelu_erf", "silu", "erf", "reciprocal", "square", "sign")
+UNARY_CODES = {name: i for i, name in enumerate(UNARY_OPS)}
+SM_SOFTMAX, SM_SAFE_SOFTMAX, SM_LOG_SOFTMAX = 0, 1, 2
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+RD_SUM, RD_MAX, RD_MIN = 0, 1, 2
+
+DEF MAXD = 16
+
+
+cdef _check(int rc, str what):
+    if rc == -2:
+        raise MemoryError(f"{what}: could not allocate scratch memory")
+    if rc != 0:
+        raise ValueError(f"{what}: unsupported case (code {rc})")
+
+
+cdef plast_op3 _op3(uintptr_t addr, strides):
+    cdef plast_op3 r
+    r.p = <float *>addr
+    r.so = strides[0]
+    r.sn = strides[1]
+    r.si = strides[2]
+    return r
+
+
+def unary_nd(int op, int dtype, shape, uintptr_t x, x_strides, uintptr_t y, y_strides):
+    """y = op(x) over `shape` (dtype code 3 or 4); strides in elements."""
+    cdef int nd = len(shape)
+    if nd > MAXD:
+        raise ValueError(f"at most {MAXD} dimensions are supported, got {nd}")
+    cdef Py_ssize_t sh[MAXD]
+    cdef Py_ssize_t sx[MAXD]
+    cdef Py_ssize_t sy[MAXD]
+    cdef int i, rc
+    for i in range(nd):
+        sh[i] = shape[i]
+        sx[i] = x_strides[i]
+        sy[i] = y_strides[i]
+    cdef int simd = simd_level(), nt = num_threads()
+    with nogil:
+        rc = plast_unary_nd(simd, nt, op, dtype, nd, sh, <const char *>x, sx, <char *>y, sy)
+    _check(rc, "unary kernel")
+
+
+def softmax3d(int mode, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t y, ys):
+    """float32 softmax (mode 0), safe softmax (1) or log_softmax (2) over n of (outer, n, inner) operands."""
+    cdef plast_op3 a = _op3(x, xs), b = _op3(y, ys)
+    cdef int rc, simd = simd_level(), nt = num_threads()
+    with nogil:
+        rc = plast_softmax_f32(simd, nt, mode, outer, n, inner, a, b)
+    _check(rc, "softmax kernel")
+
+
+def softmax_bw3d(int mode, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t g, gs, uintptr_t y, ys,
+                 uintptr_t out, os):
+    cdef plast_op3 a = _op3(g, gs), b = _op3(y, ys), c = _op3(out, os)
+    cdef int rc, simd = simd_level(), nt = num_threads()
+    with nogil:
+        rc = plast_softmax_bw_f32(simd, nt, mode, outer, n, inner, a, b, c)
+    _check(rc, "softmax backward kernel")
+
+
+def logsumexp3d(Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t out, os):
+    cdef plast_op3 a = _op3(x, xs), b = _op3(out, os)
+    cdef int rc, simd = simd_level(), nt = num_threads()
+    with nogil:
+        rc = plast_logsumexp_f32(simd, nt, outer, n, inner, a, b)
+    _check(rc, "logsumexp kernel")
+
+
+def layer_norm(Py_ssize_t rows, Py_ssize_t n, uintptr_t x, Py_ssize_t x_row, uintptr_t w, uintptr_t b, double eps,
+               uintptr_t y, uintptr_t mean, uintptr_t rstd):
+    """float32 layer norm of `rows` rows of n contiguous elements (w, b: 0 when absent)."""
+    cdef int rc, simd = simd_level(), nt = num_threads()
+    with nogil:
+        rc = plast_layer_norm_f32(simd, nt, rows, n, <const float *>x, x_row, <const float *>w, <const float *>b,
+                                  <float>eps, <float *>y, <float *>mean, <float *>rstd)
+    _check(rc, "layer_norm kernel")
+
+
+def layer_norm_bw(Py_ssize_t rows, Py_ssize_t n, uintptr_t gy, Py_ssize_t gy_row, uintptr_t x, Py_ssize_t x_row,
+                  uintptr_t mean, uintptr_t rstd, uintptr_t w, uintptr_t gx, uintptr_t gw, uintptr_t gb):
+    cdef int rc, simd = simd_level(), nt = num_threads()
+    with nogil:
+        rc = plast_layer_norm_bw_f32(simd, nt, rows, n, <const float *>gy, gy_row, <const float *>x, x_row,
+                                     <const float *>mean, <const float *>rstd, <const float *>w, <float *>gx,
+                                     <float *>gw, <float *>gb)
+    _check(rc, "layer_norm backward kernel")
+
+
+cdef _bad(int rc, int64_t bad, str what, str msg):
+    if rc == -3:
+        raise IndexError(msg.format(bad=bad))
+    _check(rc, what)
+
+
+def cross_entropy(Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner, uintptr_t x, xs, uintptr_t t, int t_is64,
+                  uintptr_t w, int64_t ignore_index, double eps, str reduction, uintptr_t out):
+    """float32 cross-entropy with class-index targets (contiguous, int64 if t_is64 else int32)."""
+    cdef plast_op3 a = _op3(x, xs)
+    cdef int rc, simd = simd_level(), nt = num_threads(), red = REDUCTIONS[reduction]
+    cdef int64_t bad = 0
+    cdef const int64_t *t64 = <const int64_t *>t if t_is64 else NULL
+    cdef const int32_t *t32 = NULL if t_is64 else <const int32_t *>t
+    with nogil:
+        rc = plast_xent_fwd_f32(simd, nt, outer, k, inner, a, t64, t32, <const float *>w, ignore_index,
+                                <float>eps, red, <float *>out, &bad)
+    _bad(rc, bad, "cross_entropy kernel",
+         "cross_entropy: target {bad} is out of bounds for %d classes (expected 0 <= target < %d, "
+         "or ignore_index=%d)" % (k, k, ignore_index))
+
+
+def cross_entropy_bw(Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner, uintptr_t x, xs, uintptr_t t, int t_is64,
+                     uintptr_t w, int64_t ignore_index, double eps, str reduction, uintptr_t g, uintptr_t gx, gxs):
+    cdef plast_op3 a = _op3(x, xs), b = _op3(gx, gxs)
+    cdef int rc, simd = simd_level(), nt = num_threads(), red = REDUCTIONS[reduction]
+    cdef int64_t bad = 0
+    cdef const int64_t *t64 = <const int64_t *>t if t_is64 else NULL
+    cdef const int32_t *t32 = NULL if t_is64 else <const int32_t *>t
+    with nogil:
+        rc = plast_xent_bw_f32(simd, nt, outer, k, inner, a, t64, t32, <const float *>w, ignore_index,
+                               <float>eps, red, <const float *>g, b, &bad)
+    _bad(rc, bad, "cross_entropy backward kernel",
+         "cross_entropy: target {bad} is out of bounds for %d classes (expected 0 <= target < %d, "
+         "or ignore_index=%d)" % (k, k, ignore_index))
+
+
+def embedding(Py_ssize_t nids, uintptr_t ids, int ids_is64, Py_ssize_t num, uintptr_t w, Py_ssize_t w_row_bytes,
+              Py_ssize_t row_bytes, uintptr_t out, padding_idx, bint zero_padding):
+    """out[r] = w[ids[r]] row by row (any element size); ids contiguous."""
+    cdef int rc, nt = num_threads()
+    cdef int64_t bad = 0, pad = -1 if padding_idx is None else padding_idx
+    cdef const int64_t *i64 = <const int64_t *>ids if ids_is64 else NULL
+    cdef const int32_t *i32 = NULL if ids_is64 else <const int32_t *>ids
+    with nogil:
+        rc = plast_embedding_fwd(nt, nids, i64, i32, num, <const char *>w, w_row_bytes, row_bytes, <char *>out,
+                                 pad, zero_padding, &bad)
+    _bad(rc, bad, "embedding kernel",
+         "embedding: id {bad} is out of range for %d rows (expected 0 <= id < %d)" % (num, num))
+
+
+def embedding_bw(int dtype, Py_ssize_t nids, uintptr_t ids, int ids_is64, Py_ssize_t num, Py_ssize_t dim,
+                 uintptr_t g, Py_ssize_t g_row, uintptr_t out, padding_idx):
+    cdef int rc, simd = simd_level(), nt = num_threads()
+    cdef int64_t bad = 0, pad = -1 if padding_idx is None else padding_idx
+    cdef const int64_t *i64 = <const int64_t *>ids if ids_is64 else NULL
+    cdef const int32_t *i32 = NULL if ids_is64 else <const int32_t *>ids
+    with nogil:
+        rc = plast_embedding_bw(simd, nt, dtype, nids, i64, i32, num, dim, <const char *>g, g_row, <char *>out, pad,
+                                &bad)
+    _bad(rc, bad, "embedding backward kernel",
+         "embedding: id {bad} is out of range for %d rows (expected 0 <= id < %d)" % (num, num))
+
+
+def reduce3d(int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t out):
+    """float32 sum (0), max (1) or min (2) over n of an (outer, n, inner) operand into contiguous (outer, inner)."""
+    cdef plast_op3 a = _op3(x, xs)
+    cdef int rc, simd = simd_level(), nt = num_threads()
+    with nogil:
+        rc = plast_reduce_f32(simd, nt, op, outer, n, inner, a, <float *>out)
+    _check(rc, "reduce kernel")

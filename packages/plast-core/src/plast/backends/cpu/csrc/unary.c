@@ -1,0 +1,127 @@
+#include "unary.h"
+
+#include <math.h>
+#include <string.h>
+#if PLAST_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#define PLAST_VEC_BODY "unary_simd.h"
+#include "vec_levels.h"
+
+void plast_unary_contig_f32(int simd, int op, const float *x, float *y, ptrdiff_t n) {
+    PLAST_VEC_DISPATCH(unary_f32, op, x, y, n);
+}
+
+static double sgn(double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : v; }
+
+#define F64_LOOP(EXPR)                                                                                      \
+    for (ptrdiff_t i = 0; i < n; i++) {                                                                     \
+        double v = x[i];                                                                                    \
+        y[i] = EXPR;                                                                                        \
+    }
+
+void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n) {
+    switch (op) {
+    case PLAST_UN_EXP: F64_LOOP(exp(v)) break;
+    case PLAST_UN_LOG: F64_LOOP(log(v)) break;
+    case PLAST_UN_LOG1P: F64_LOOP(log1p(v)) break;
+    case PLAST_UN_SQRT: F64_LOOP(sqrt(v)) break;
+    case PLAST_UN_RSQRT: F64_LOOP(1.0 / sqrt(v)) break;
+    case PLAST_UN_TANH: F64_LOOP(tanh(v)) break;
+    case PLAST_UN_SIGMOID: F64_LOOP(1.0 / (1.0 + exp(-v))) break;
+    case PLAST_UN_RELU: F64_LOOP(v > 0 || v != v ? v : 0.0) break;
+    case PLAST_UN_ABS: F64_LOOP(fabs(v)) break;
+    case PLAST_UN_NEG: F64_LOOP(-v) break;
+    case PLAST_UN_GELU_TANH:
+        F64_LOOP(v / (1.0 + exp(-2.0 * 0.79788456080286536 * (v + 0.044715 * v * v * v)))) break;
+    case PLAST_UN_GELU_ERF:
+        F64_LOOP(v < 0 ? 0.5 * v * erfc(-v * 0.70710678118654752) : 0.5 * v * (1.0 + erf(v * 0.70710678118654752)))
+        break;
+    case PLAST_UN_SILU: F64_LOOP(v / (1.0 + exp(-v))) break;
+    case PLAST_UN_ERF: F64_LOOP(erf(v)) break;
+    case PLAST_UN_RECIP: F64_LOOP(1.0 / v) break;
+    case PLAST_UN_SQUARE: F64_LOOP(v * v) break;
+    case PLAST_UN_SIGN: F64_LOOP(sgn(v)) break;
+    }
+}
+
+/* Elements per task: big enough to amortize the OpenMP fork, small enough to balance two cores. */
+#define CHUNK 16384
+/* Strided rows are gathered into a buffer of this many elements, computed contiguously, scattered back. */
+#define TILE 512
+
+static void run_row(int simd, int op, int dtype, const char *x, ptrdiff_t sx, char *y, ptrdiff_t sy,
+                    ptrdiff_t n) {
+    if (dtype == 3) {
+        const float *xf = (const float *)x;
+        float *yf = (float *)y;
+        if (sx == 1 && sy == 1) { plast_unary_contig_f32(simd, op, xf, yf, n); return; }
+        float buf[TILE];
+        for (ptrdiff_t s = 0; s < n; s += TILE) {
+            ptrdiff_t m = n - s < TILE ? n - s : TILE;
+            for (ptrdiff_t i = 0; i < m; i++) buf[i] = xf[(s + i) * sx];
+            plast_unary_contig_f32(simd, op, buf, buf, m);
+            for (ptrdiff_t i = 0; i < m; i++) yf[(s + i) * sy] = buf[i];
+        }
+    } else {
+        const double *xd = (const double *)x;
+        double *yd = (double *)y;
+        if (sx == 1 && sy == 1) { plast_unary_contig_f64(op, xd, yd, n); return; }
+        double buf[TILE];
+        for (ptrdiff_t s = 0; s < n; s += TILE) {
+            ptrdiff_t m = n - s < TILE ? n - s : TILE;
+            for (ptrdiff_t i = 0; i < m; i++) buf[i] = xd[(s + i) * sx];
+            plast_unary_contig_f64(op, buf, buf, m);
+            for (ptrdiff_t i = 0; i < m; i++) yd[(s + i) * sy] = buf[i];
+        }
+    }
+}
+
+int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape,
+                   const char *x, const ptrdiff_t *x_strides, char *y, const ptrdiff_t *y_strides) {
+    if (op < 0 || op >= PLAST_UN_COUNT || (dtype != 3 && dtype != 4) || ndim > 16) return -1;
+    ptrdiff_t sh[16], sx[16], sy[16];
+    int nd = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0) return 0;
+        if (shape[d] == 1) continue;
+        if (nd > 0 && sx[nd - 1] == x_strides[d] * shape[d] && sy[nd - 1] == y_strides[d] * shape[d]) {
+            sh[nd - 1] *= shape[d];
+            sx[nd - 1] = x_strides[d];
+            sy[nd - 1] = y_strides[d];
+            continue;
+        }
+        sh[nd] = shape[d];
+        sx[nd] = x_strides[d];
+        sy[nd] = y_strides[d];
+        nd++;
+    }
+    if (nd == 0) { sh[0] = 1; sx[0] = sy[0] = 0; nd = 1; }
+    ptrdiff_t es = dtype == 3 ? 4 : 8;
+    ptrdiff_t inner = sh[nd - 1], outer = 1;
+    for (int d = 0; d < nd - 1; d++) outer *= sh[d];
+    ptrdiff_t per_row = (inner + CHUNK - 1) / CHUNK;
+    ptrdiff_t tasks = outer * per_row;
+    int nt = nthreads;
+    if (outer * inner < 2 * CHUNK || tasks < 2) nt = 1;
+    if (nt > tasks) nt = (int)tasks;
+#if PLAST_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#endif
+    for (ptrdiff_t t = 0; t < tasks; t++) {
+        ptrdiff_t row = t / per_row, c = t % per_row, ox = 0, oy = 0, r = row;
+        for (int d = nd - 2; d >= 0; d--) {
+            ptrdiff_t i = r % sh[d];
+            r /= sh[d];
+            ox += i * sx[d];
+            oy += i * sy[d];
+        }
+        ptrdiff_t start = c * CHUNK;
+        ptrdiff_t len = inner - start < CHUNK ? inner - start : CHUNK;
+        ox += start * sx[nd - 1];
+        oy += start * sy[nd - 1];
+        run_row(simd, op, dtype, x + ox * es, sx[nd - 1], y + oy * es, sy[nd - 1], len);
+    }
+    return 0;
+}

@@ -1,0 +1,41 @@
+/* Unary elementwise kernels: vectorized float32 math (vmath_simd.h) on every SIMD level, libm loops for
+ * float64, an n-d driver for strided inputs, OpenMP over chunks for large sizes.
+ */
+#ifndef PLAST_UNARY_H
+#define PLAST_UNARY_H
+
+#include <stddef.h>
+
+#include "plast_simd.h"
+
+enum {
+    PLAST_UN_EXP = 0,
+    PLAST_UN_LOG = 1,
+    PLAST_UN_LOG1P = 2,
+    PLAST_UN_SQRT = 3,
+    PLAST_UN_RSQRT = 4,
+    PLAST_UN_TANH = 5,
+    PLAST_UN_SIGMOID = 6,
+    PLAST_UN_RELU = 7,
+    PLAST_UN_ABS = 8,
+    PLAST_UN_NEG = 9,
+    PLAST_UN_GELU_TANH = 10,
+    PLAST_UN_GELU_ERF = 11,
+    PLAST_UN_SILU = 12,
+    PLAST_UN_ERF = 13,
+    PLAST_UN_RECIP = 14,
+    PLAST_UN_SQUARE = 15,
+    PLAST_UN_SIGN = 16,
+    PLAST_UN_COUNT
+};
+
+/* Contiguous 1-d kernels on the calling thread; x and y may be the same array. */
+void plast_unary_contig_f32(int simd, int op, const float *x, float *y, ptrdiff_t n);
+void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n);
+
+/* n-d driver: y = op(x) over `shape`, strides in elements. dtype: 3 (float32) or 4 (float64).
+ * Returns 0, or -1 for an unknown op or dtype. */
+int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape,
+                   const char *x, const ptrdiff_t *x_strides, char *y, const ptrdiff_t *y_strides);
+
+#endif

@@ -1,0 +1,28 @@
+/* Cross-entropy with class-index targets, forward and backward, float32: log-softmax over the class dim fused
+ * with the NLL gather, class weights, ignore_index and label smoothing, as torch.nn.functional.cross_entropy.
+ *
+ * Logits are (outer, k, inner) with element strides (plast_op3 from softmax.h); targets are contiguous int64
+ * or int32, one per (outer, inner) position. Targets are checked first: a value outside [0, k) that is not
+ * ignore_index makes the call return PLAST_XENT_BAD_TARGET with the value in *bad, before anything is written.
+ */
+#ifndef PLAST_XENT_H
+#define PLAST_XENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "softmax.h"
+
+#define PLAST_XENT_BAD_TARGET (-3)
+enum { PLAST_RED_NONE = 0, PLAST_RED_MEAN = 1, PLAST_RED_SUM = 2 };
+
+/* out: one loss per position (reduction none, contiguous) or the reduced scalar. w: NULL or k weights. */
+int plast_xent_fwd_f32(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t k, ptrdiff_t inner, plast_op3 x,
+                       const int64_t *t64, const int32_t *t32, const float *w, int64_t ignore_index, float eps,
+                       int reduction, float *out, int64_t *bad);
+/* gx (same op3 layout rules) = g * d loss / d x; g: one value (mean/sum) or one per position (none). */
+int plast_xent_bw_f32(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t k, ptrdiff_t inner, plast_op3 x,
+                      const int64_t *t64, const int32_t *t32, const float *w, int64_t ignore_index, float eps,
+                      int reduction, const float *g, plast_op3 gx, int64_t *bad);
+
+#endif
