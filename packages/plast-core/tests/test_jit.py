@@ -139,3 +139,44 @@ def test_planner_reuses_dead_slots():
     assert offsets[1] != offsets[2] and offsets[2] != offsets[3]
     assert offsets[1] == offsets[3]  # 1 is dead when 3 is born
     assert total == 256
+
+
+def test_fresh_argument_tensors_each_call_reach_views_of_them():
+    w = plast.arange(0, 10, dtype=plast.float32).reshape(5, 2)
+
+    @plast.jit
+    def f(tok, x):
+        return plast.embedding(tok.reshape(-1), w), (x.T * 2).sum(0)
+
+    for v in (1, 3, 4):
+        tok = plast.tensor([[v]])
+        x = plast.randn(3, 2)
+        e, s = f(tok, x)
+        assert e.tolist() == [[2.0 * v, 2.0 * v + 1]]
+        np.testing.assert_allclose(s.numpy(), (x.numpy().T * 2).sum(0), rtol=1e-6)
+    assert f.traces == 1
+
+
+def test_jitted_training_with_a_new_batch_each_call_equals_eager():
+    data = [(plast.randn(8, 6), plast.randn(8, 1)) for _ in range(10)]
+    lr = [0.05]
+    p_eager = _mlp()
+    s_eager = _make_step(p_eager, lr)
+    eager = [s_eager(x, y).item() for x, y in data]
+    p_jit = _mlp()
+    s_jit = plast.jit(_make_step(p_jit, lr))
+    jitted = [s_jit(plast.tensor(x.numpy()), plast.tensor(y.numpy())).item() for x, y in data]
+    np.testing.assert_array_equal(jitted, eager)
+
+
+def test_deepcopy_and_pickle_carry_values():
+    import copy
+    import pickle
+
+    t = plast.arange(6).reshape(2, 3).float().requires_grad_()
+    c = copy.deepcopy(t)
+    assert c.tolist() == t.tolist() and c.requires_grad and c._storage is not t._storage
+    p = pickle.loads(pickle.dumps(t.T))
+    assert p.tolist() == t.T.tolist()
+    with pytest.raises(TypeError, match="can't be pickled or copied"):
+        copy.deepcopy(t._storage)

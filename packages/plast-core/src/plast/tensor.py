@@ -337,8 +337,36 @@ class Tensor:
             raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False")
         self._retains_grad = True
 
+    def __deepcopy__(self, memo):
+        """A new leaf in persistent memory with this tensor's value (and requires_grad), as torch's deepcopy."""
+        if id(self) in memo:
+            return memo[id(self)]
+        from .engine.autograd import _persistent_copy
+
+        self._realized()
+        out = _persistent_copy(self)
+        if type(self) is not Tensor:
+            out.__class__ = type(self)
+        out.requires_grad = self.requires_grad
+        if self.grad is not None:
+            out.grad = _persistent_copy(self.grad._realized())
+        memo[id(self)] = out
+        return out
+
+    def __reduce_ex__(self, protocol):
+        import numpy as _np
+
+        # Pickling carries the values (a numpy copy), never arena pointers.
+        return (_rebuild, (_np.array(self.detach()._np_array()), self.dtype.name, self.requires_grad))
+
     # A Python scalar and a tensor must never hash alike by value; tensors hash by identity, like torch.
     __hash__ = object.__hash__
+
+
+def _rebuild(arr, dtype_name, requires_grad):
+    from .creation import tensor
+
+    return tensor(arr, dtype=dtypes.as_dtype(dtype_name), requires_grad=requires_grad)
 
 
 _SCALAR_CACHE = {}

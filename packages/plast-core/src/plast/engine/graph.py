@@ -55,7 +55,8 @@ def add_readers(holder, refs):
     if rd is None:
         rd = list(refs)
     else:
-        if len(rd) >= 64:
+        n = len(rd)
+        if n >= 64 and n & (n - 1) == 0:  # prune at powers of two: amortized O(1) per append
             rd = [r for r in rd if _live(r)]
         rd.extend(refs)
     if hasattr(holder, "version"):

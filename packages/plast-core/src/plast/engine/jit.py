@@ -129,6 +129,7 @@ class Plan:
     __slots__ = (
         "steps",
         "arg_aliases",
+        "arg_views",
         "results",
         "runtime_inputs",
         "states",
@@ -269,6 +270,7 @@ class JitFunction:
         plan.states = tape.states
         plan.treedef = tree
         plan.block, plan.block_bytes = plan_memory(tape, aliases)
+        plan.arg_views = _arg_views(tape, aliases)
         self.plans[key] = plan
         return _unflatten(tree, [_fresh(r) for r in results])
 
@@ -283,12 +285,33 @@ class JitFunction:
                 fn()
             finally:
                 _host_side -= 1
-        for al, t in zip(plan.arg_aliases, tensors):
+        for al, t, views in zip(plan.arg_aliases, tensors, plan.arg_views):
             al._storage, al._strides, al._offset = t._storage, t._strides, t._offset
+            # views of the argument taken while tracing (reshape, .T, indexing) read the new argument too
+            for v, rel in views:
+                v._storage, v._offset, v._npcache = t._storage, t._offset + rel, None
         for s in plan.steps:
             s.kernel(s.node, s.inputs, s.outputs)
         self.replays += 1
         return _unflatten(plan.treedef, [_fresh(r) for r in plan.results])
+
+
+def _arg_views(tape, aliases):
+    """For each argument alias: the other plan tensors that share its memory, with their element offset relative
+    to the alias (the layout of a view does not change when the argument's memory does: the trace key pins the
+    argument's strides)."""
+    out = []
+    for al in aliases:
+        st = al._storage
+        seen = {id(al)}
+        views = []
+        for s in tape.steps:
+            for t in s.inputs + s.outputs:
+                if t._storage is st and id(t) not in seen:
+                    seen.add(id(t))
+                    views.append((t, t._offset - al._offset))
+        out.append(views)
+    return out
 
 
 def _fresh(t):

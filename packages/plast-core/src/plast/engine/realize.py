@@ -9,6 +9,7 @@ import sys
 
 from .. import _arenas
 from . import autograd_state, fusion, jit
+from ..memory.arena import view_of
 from .graph import add_readers
 
 
@@ -77,7 +78,7 @@ def _finish_node(node, outs):
         node.inputs = ()
 
 
-def _run(node):
+def _run(node, slots=None):
     op = node.op
     outs = _outputs(node)
     dev_type = node.device.type
@@ -92,8 +93,9 @@ def _run(node):
         o._storage, o._strides, o._offset = storage, strides, offset
     else:
         arena = _arenas.transient(dev_type)
-        for o in outs:
-            o._storage = arena.new(o.numel() * o.dtype.itemsize)
+        for j, o in enumerate(outs):
+            st = slots.get((id(node), j)) if slots else None
+            o._storage = st if st is not None else arena.new(o.numel() * o.dtype.itemsize)
         try:
             kernel(node, node.inputs, outs)
         except BaseException:
@@ -189,34 +191,96 @@ def _fingerprint(order, internal):
     return hash(tuple(parts))
 
 
+class Plan:
+    """What the scheduler decided for one graph shape: fused groups (as (root position, rule)) and the layout of
+    the graph's internal intermediates in one transient block ({(position, output): byte offset}, block bytes)."""
+
+    __slots__ = ("groups", "layout", "block_bytes")
+
+    def __init__(self, groups, layout, block_bytes):
+        self.groups = groups
+        self.layout = layout
+        self.block_bytes = block_bytes
+
+
+def _memory_plan(order, internal, covered):
+    """Offsets for the intermediates that live and die inside this graph (liveness-based reuse, engine/planner)."""
+    from .planner import place
+
+    pos = {id(n): i for i, n in enumerate(order)}
+    first, last, sizes = {}, {}, {}
+    for i, n in enumerate(order):
+        if id(n) in covered or n.op.view or n.needs_grad:
+            continue
+        for j, (shape, dtype) in enumerate(n.specs):
+            if (id(n), j) in internal:
+                k = (i, j)
+                first[k] = i
+                sizes[k] = max(1, _numel(shape)) * dtype.itemsize
+    if len(sizes) < 2:
+        return {}, 0
+    for i, n in enumerate(order):
+        for t in n.inputs:
+            p = t._node
+            if p is None or t._storage is not None or id(p) not in pos:
+                continue
+            k = (pos[id(p)], t._index)
+            if k in sizes:
+                if n.op.view:  # a view would outlive the slot's planned life; give it a block of its own
+                    del sizes[k]
+                    continue
+                last[k] = max(last.get(k, i), i)
+    sizes = {k: v for k, v in sizes.items() if k in last}
+    if len(sizes) < 2:
+        return {}, 0
+    offsets, total = place(sizes, first, last)
+    return offsets, total
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
 def _plan(order):
-    """Fused groups for `order`, from the plan cache when its fingerprint was seen before."""
+    """Fused groups and memory layout for `order`, from the plan cache when its fingerprint was seen before."""
     internal = _internal_outputs(order)
-    if not _cache_enabled():
-        return fusion.find_groups(order, internal)
-    key = _fingerprint(order, internal)
-    cached = _PLANS.get(key)
+    fuse = fusion.enabled()
+    key = (_fingerprint(order, internal), fuse) if _cache_enabled() else None
+    cached = _PLANS.get(key) if key is not None else None
     if cached is not None:
         _STATS["hits"] += 1
         if _DEBUG:
-            print(f"plast scheduler: plan cache hit ({len(order)} nodes, {len(cached)} fused groups)")
+            print(f"plast scheduler: plan cache hit ({len(order)} nodes, {len(cached.groups)} fused groups)")
         groups, covered = {}, set()
-        for root_pos, rule in cached:
+        for root_pos, rule in cached.groups:
             root = order[root_pos]
             caps, cov = {}, []
             fusion._match(rule.pattern, root, internal, caps, cov)
             kernel, inputs, args = rule.build(caps, root)
             groups[id(root)] = fusion.Group(rule, cov + [root], kernel, inputs, args)
             covered.update(id(n) for n in cov)
-        return groups, covered
-    _STATS["misses"] += 1
-    groups, covered = fusion.find_groups(order, internal)
+        return groups, covered, cached
+    if key is not None:
+        _STATS["misses"] += 1
+    if fuse and fusion.may_fuse(order):
+        groups, covered = fusion.find_groups(order, internal)
+    else:
+        groups, covered = {}, set()
+    layout, total = _memory_plan(order, internal, covered) if jit._tape is None else ({}, 0)
     pos = {id(n): i for i, n in enumerate(order)}
-    _PLANS[key] = [(pos[rid], g.rule) for rid, g in groups.items()]
+    plan = Plan([(pos[rid], g.rule) for rid, g in groups.items()], layout, total)
+    if key is not None:
+        _PLANS[key] = plan
     if _DEBUG:
         names = ", ".join(g.rule.name for g in groups.values()) or "none"
-        print(f"plast scheduler: plan cache miss ({len(order)} nodes; fused: {names})")
-    return groups, covered
+        print(
+            f"plast scheduler: plan cache {'miss' if key is not None else 'off'} ({len(order)} nodes; fused: "
+            f"{names}; {len(layout)} intermediates in one {total}-byte block)"
+        )
+    return groups, covered, plan
 
 
 def _run_group(g):
@@ -249,16 +313,22 @@ def realize(targets):
         return targets
     _STATS["realizes"] += 1
     _STATS["nodes"] += len(order)
-    if len(order) > 1 and fusion.enabled() and fusion.may_fuse(order):
-        groups, covered = _plan(order)
-    else:
-        groups, covered = {}, ()
+    groups, covered, slots = {}, (), None
+    if len(order) > 1:
+        groups, covered, plan = _plan(order)
+        if plan.layout and jit._tape is None:
+            block = _arenas.transient(order[0].device.type).new(plan.block_bytes)
+            slots = {}
+            for (i, j), off in plan.layout.items():
+                shape, dtype = order[i].specs[j]
+                slots[(id(order[i]), j)] = view_of(block, off, max(1, _numel(shape)) * dtype.itemsize)
+            block = None
     for node in order:
         if id(node) in covered:
             continue
         g = groups.get(id(node))
         if g is None:
-            _run(node)
+            _run(node, slots)
         else:
             _run_group(g)
     return targets

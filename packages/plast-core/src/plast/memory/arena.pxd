@@ -28,4 +28,7 @@ cdef class Storage:
     cdef public Py_ssize_t version         # bumped by every in-place write; autograd checks saved inputs against it
     cdef Py_ssize_t _exports
     cdef inline bint stale(self):
-        return self.arena is not None and self.arena.transient and self.generation != self.arena.generation
+        if self.arena is None:
+            # a slice of a planned block (view_of) is as stale as its block
+            return isinstance(self.owner, Storage) and (<Storage>self.owner).stale()
+        return self.arena.transient and self.generation != self.arena.generation

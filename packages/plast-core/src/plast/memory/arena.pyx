@@ -168,6 +168,11 @@ cdef class Storage:
         if self.arena is not None:
             self.arena._release(self)
 
+    def __reduce__(self):
+        raise TypeError(
+            "a plast Storage is arena memory and can't be pickled or copied; copy or pickle the tensor instead"
+        )
+
     @property
     def address(self):
         self.check()

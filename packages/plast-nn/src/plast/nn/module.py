@@ -557,11 +557,12 @@ class Module:
         )
 
     def _jit_key(self):
-        """What a @plast.jit trace of this module depends on beyond its inputs (a change retraces)."""
+        """What a @plast.jit trace of this module depends on beyond its inputs (a change retraces): the training
+        flag and the identity of each parameter's and buffer's memory (``to(dtype)`` or ``.data = ...`` moves it)."""
         return (
             self.training,
-            tuple(id(p) for p in self._parameters.values()),
-            tuple(id(b) for b in self._buffers.values()),
+            tuple((id(p), id(p._storage)) if p is not None else None for p in self._parameters.values()),
+            tuple((id(b), id(b._storage)) if b is not None else None for b in self._buffers.values()),
         )
 
     def __call__(self, *args, **kwargs):
