@@ -6,13 +6,28 @@
 plast.Size([4, 1])
 """
 
-from . import functional, init
+from . import functional, init, utils
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
+from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, Sequential
+from .conv import Conv2d
+from .dropout import Dropout
+from .gpt import GPT, GPTConfig
 from .linear import Flatten, Identity, Linear
 from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module, RemovableHandle
+from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm
 from .parameter import Buffer, Parameter
+from .pooling import AvgPool2d, MaxPool2d
+from .sparse import Embedding
+from .transformer import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    TransformerBlock,
+    TransformerEncoder,
+    TransformerLM,
+    causal_mask,
+)
 
 __all__ = [
     "Module",
@@ -25,6 +40,24 @@ __all__ = [
     "Linear",
     "Identity",
     "Flatten",
+    "Embedding",
+    "LayerNorm",
+    "RMSNorm",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "Dropout",
+    "Conv2d",
+    "MaxPool2d",
+    "AvgPool2d",
+    "MultiheadAttention",
+    "TransformerBlock",
+    "TransformerEncoder",
+    "TransformerLM",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "causal_mask",
+    "GPT",
+    "GPTConfig",
     "ReLU",
     "GELU",
     "SiLU",
@@ -44,4 +77,5 @@ __all__ = [
     "BCEWithLogitsLoss",
     "functional",
     "init",
+    "utils",
 ]

@@ -115,6 +115,74 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return plast.dropout(input, p, training)
 
 
+def batch_norm(
+    input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5
+):
+    """Batch normalization over every dim but dim 1 (channels), torch.nn.functional.batch_norm's semantics.
+
+    Training (or no running statistics): normalize with the batch's mean and biased variance, and, when
+    ``running_mean`` / ``running_var`` are given, update them in place (no grad) with
+    ``running = (1 - momentum) * running + momentum * batch_stat`` (the unbiased variance goes into
+    ``running_var``, as torch). ``momentum`` may be a float or a 0-d tensor (BatchNorm's cumulative average
+    passes ``1 / num_batches_tracked`` as one, so a replayed ``@plast.jit`` plan stays right). Eval: normalize
+    with the running statistics. Written in plast ops, so gradients (and double backward) come from autograd.
+
+    >>> x = plast.tensor([[1.0, 2.0], [3.0, 6.0]])
+    >>> [round(v, 3) for v in plast.nn.functional.batch_norm(x, None, None, training=True)[0].tolist()]
+    [-1.0, -1.0]
+    """
+    from plast.errors import ShapeError
+
+    if input.ndim < 2:
+        raise ShapeError(
+            f"batch_norm: expected an input of shape (N, C, *) with at least 2 dims, got {tuple(input.shape)}"
+        )
+    c = input.shape[1]
+    for name, t in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ShapeError(
+                f"batch_norm: {name} must have shape ({c},) for an input with {c} channels "
+                f"(shape {tuple(input.shape)}), got {tuple(t.shape)}"
+            )
+    out_dt = input.dtype if input.dtype.is_floating_point else plast.float32
+    # NOTE: float32 statistics and their gradients are computed in float64 (torch accumulates them in double):
+    # float32 sums over N*H*W values drift by more than 1e-5 relative
+    x = input.to(plast.float64)
+    dims = (0,) + tuple(range(2, x.ndim))
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    use_batch = training or running_mean is None or running_var is None
+    if use_batch:
+        n = x.numel() // c if c else 0
+        if n <= 1:
+            raise ValueError(
+                f"batch_norm: expected more than 1 value per channel when training, got input size "
+                f"{tuple(input.shape)}"
+            )
+        mean = plast.mean(x, dims, keepdim=True)
+        var = plast.var(x, dims, keepdim=True, correction=0)
+        if training and running_mean is not None and running_var is not None:
+            with plast.no_grad():
+                m = momentum
+                bm = mean.detach().reshape(c)
+                bv = var.detach().reshape(c) * (n / (n - 1))
+                running_mean.copy_(bm * m + running_mean * (1 - m))
+                running_var.copy_(bv * m + running_var * (1 - m))
+    else:
+        mean = running_mean.reshape(shape).to(plast.float64)
+        var = running_var.reshape(shape).to(plast.float64)
+    y = (x - mean) * plast.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight.reshape(shape).to(plast.float64)
+    if bias is not None:
+        y = y + bias.reshape(shape).to(plast.float64)
+    return y.to(out_dt)
+
+
 def linear(input, weight, bias=None):
     """input @ weight.T + bias (weight is [out_features, in_features]).
 
@@ -140,7 +208,6 @@ _SAME = (
     "layer_norm",
     "rms_norm",
     "group_norm",
-    "batch_norm",
     "scaled_dot_product_attention",
     "softplus",
     "conv1d",

@@ -318,6 +318,327 @@ class SequentialLR(LRScheduler):
             s.load_state_dict(sd)
 
 
+def _per_group(name, optimizer, value):
+    n = len(optimizer.param_groups)
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(
+                f"{name} must have the same length as optimizer.param_groups. {name} has {len(value)} values, param_groups has {n}."
+            )
+        return list(value)
+    return [value] * n
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy (torch's OneCycleLR): the learning rate rises from ``max_lr / div_factor`` to
+    ``max_lr`` over the first ``pct_start`` of ``total_steps`` and then anneals to
+    ``max_lr / (div_factor * final_div_factor)`` (``three_phase``: back to the initial rate first, then down);
+    with ``cycle_momentum`` the momentum (SGD) or beta1 (Adam) moves the opposite way between ``max_momentum``
+    and ``base_momentum``. Steps once per batch; stepping past ``total_steps`` raises ValueError, as torch.
+
+    >>> opt = plast.optim.SGD([plast.nn.Parameter(plast.ones(1))], lr=0.1, momentum=0.9)
+    >>> s = plast.optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10)
+    >>> round(s.get_last_lr()[0], 4), opt.param_groups[0]["momentum"]
+    (0.04, 0.95)
+    """
+
+    def __init__(
+        self,
+        optimizer,
+        max_lr,
+        total_steps=None,
+        epochs=None,
+        steps_per_epoch=None,
+        pct_start=0.3,
+        anneal_strategy="cos",
+        cycle_momentum=True,
+        base_momentum=0.85,
+        max_momentum=0.95,
+        div_factor=25.0,
+        final_div_factor=1e4,
+        three_phase=False,
+        last_epoch=-1,
+    ):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        if total_steps is not None:
+            if not isinstance(total_steps, int) or total_steps <= 0:
+                raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+            self.total_steps = total_steps
+        elif epochs is not None and steps_per_epoch is not None:
+            if not isinstance(epochs, int) or epochs <= 0:
+                raise ValueError(f"Expected positive integer epochs, but got {epochs}")
+            if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
+                raise ValueError(f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}")
+            self.total_steps = epochs * steps_per_epoch
+        else:
+            raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+        if not isinstance(pct_start, float) or pct_start < 0 or pct_start > 1:
+            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(
+                f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}"
+            )
+        t = self.total_steps
+        if three_phase:
+            self._schedule_phases = [
+                dict(
+                    end_step=float(pct_start * t) - 1,
+                    start_lr="initial_lr",
+                    end_lr="max_lr",
+                    start_momentum="max_momentum",
+                    end_momentum="base_momentum",
+                ),
+                dict(
+                    end_step=float(2 * pct_start * t) - 2,
+                    start_lr="max_lr",
+                    end_lr="initial_lr",
+                    start_momentum="base_momentum",
+                    end_momentum="max_momentum",
+                ),
+                dict(
+                    end_step=t - 1,
+                    start_lr="initial_lr",
+                    end_lr="min_lr",
+                    start_momentum="max_momentum",
+                    end_momentum="max_momentum",
+                ),
+            ]
+        else:
+            self._schedule_phases = [
+                dict(
+                    end_step=float(pct_start * t) - 1,
+                    start_lr="initial_lr",
+                    end_lr="max_lr",
+                    start_momentum="max_momentum",
+                    end_momentum="base_momentum",
+                ),
+                dict(
+                    end_step=t - 1,
+                    start_lr="max_lr",
+                    end_lr="min_lr",
+                    start_momentum="base_momentum",
+                    end_momentum="max_momentum",
+                ),
+            ]
+        self.anneal_strategy = anneal_strategy
+        max_lrs = _per_group("max_lr", optimizer, max_lr)
+        if last_epoch == -1:
+            for m, group in zip(max_lrs, optimizer.param_groups):
+                group["initial_lr"] = m / div_factor
+                group["max_lr"] = m
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError(
+                    "optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
+                )
+            self.use_beta1 = "betas" in optimizer.defaults
+            maxm = _per_group("max_momentum", optimizer, max_momentum)
+            basem = _per_group("base_momentum", optimizer, base_momentum)
+            if last_epoch == -1:
+                for mm, bm, group in zip(maxm, basem, optimizer.param_groups):
+                    if self.use_beta1:
+                        group["betas"] = (mm, *group["betas"][1:])
+                    else:
+                        group["momentum"] = mm
+                    group["max_momentum"] = mm
+                    group["base_momentum"] = bm
+        super().__init__(optimizer, last_epoch)
+
+    def _anneal(self, start, end, pct):
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self):
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(
+                f"Tried to step {step} times. The specified number of total steps is {self.total_steps}"
+            )
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start = 0.0
+            for i, phase in enumerate(self._schedule_phases):
+                end = phase["end_step"]
+                if step <= end or i == len(self._schedule_phases) - 1:
+                    pct = (step - start) / (end - start)
+                    lr = self._anneal(group[phase["start_lr"]], group[phase["end_lr"]], pct)
+                    if self.cycle_momentum:
+                        mom = self._anneal(group[phase["start_momentum"]], group[phase["end_momentum"]], pct)
+                    break
+                start = end
+            lrs.append(lr)
+            if self.cycle_momentum:
+                if self.use_beta1:
+                    group["betas"] = (mom, *group["betas"][1:])
+                else:
+                    group["momentum"] = mom
+        return lrs
+
+
+class LinearWarmupCosineDecay(LRScheduler):
+    """plast's warm-up + cosine schedule, a pure function of the step t (base_lr: the group's initial lr):
+
+    * ``t < warmup_steps``: ``lr = base_lr * t / warmup_steps`` (linear from 0; the first step uses lr 0);
+    * ``warmup_steps <= t <= total_steps``: ``lr = min_lr + (base_lr - min_lr) * (1 + cos(pi * p)) / 2`` with
+      ``p = (t - warmup_steps) / (total_steps - warmup_steps)`` (base_lr at the end of warm-up, min_lr at
+      ``total_steps``);
+    * ``t > total_steps``: ``min_lr``.
+
+    ``min_lr`` is one value or one per parameter group. Requires ``0 <= warmup_steps < total_steps``.
+
+    >>> opt = plast.optim.SGD([plast.nn.Parameter(plast.ones(1))], lr=1.0)
+    >>> s = plast.optim.lr_scheduler.LinearWarmupCosineDecay(opt, warmup_steps=2, total_steps=4, min_lr=0.1)
+    >>> out = []
+    >>> for _ in range(6):
+    ...     out.append(round(s.get_last_lr()[0], 4)); s.step()
+    >>> out
+    [0.0, 0.5, 1.0, 0.55, 0.1, 0.1]
+    """
+
+    def __init__(self, optimizer, warmup_steps, total_steps, min_lr=0.0, last_epoch=-1):
+        if not isinstance(warmup_steps, int) or warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be a non-negative int, got {warmup_steps!r}")
+        if not isinstance(total_steps, int) or total_steps <= warmup_steps:
+            raise ValueError(
+                f"total_steps must be an int larger than warmup_steps ({warmup_steps}), got {total_steps!r}"
+            )
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.min_lrs = _per_group("min_lr", optimizer, min_lr)
+        if any(m < 0 for m in self.min_lrs):
+            raise ValueError(f"min_lr must be >= 0, got {min_lr}")
+        self.warmup_steps = warmup_steps
+        self.total_steps = total_steps
+        super().__init__(optimizer, last_epoch)
+
+    def _lr_at(self, i, base_lr, step):
+        if step < self.warmup_steps:
+            return base_lr * step / self.warmup_steps
+        lo = self.min_lrs[i]
+        if step > self.total_steps:
+            return lo
+        p = (step - self.warmup_steps) / (self.total_steps - self.warmup_steps)
+        return lo + (base_lr - lo) * (1 + math.cos(math.pi * p)) / 2
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiply the learning rate by ``factor`` once a metric (``step(metric)``) has not improved for more
+    than ``patience`` steps (torch's ReduceLROnPlateau: ``mode`` min/max, ``threshold`` rel/abs, ``cooldown``,
+    ``min_lr``, changes smaller than ``eps`` ignored). Steps outside ``@plast.jit`` (it reads the metric).
+
+    >>> opt = plast.optim.SGD([plast.nn.Parameter(plast.ones(1))], lr=1.0)
+    >>> s = plast.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=1, factor=0.5)
+    >>> for loss in [1.0, 1.0, 1.0, 1.0]:
+    ...     s.step(loss)
+    >>> s.get_last_lr()
+    [0.5]
+    """
+
+    def __init__(
+        self,
+        optimizer,
+        mode="min",
+        factor=0.1,
+        patience=10,
+        threshold=1e-4,
+        threshold_mode="rel",
+        cooldown=0,
+        min_lr=0,
+        eps=1e-8,
+    ):
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.factor = factor
+        self.optimizer = optimizer
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != len(optimizer.param_groups):
+                raise ValueError(f"expected {len(optimizer.param_groups)} min_lrs, got {len(min_lr)}")
+            self.min_lrs = list(min_lr)
+        else:
+            self.min_lrs = [min_lr] * len(optimizer.param_groups)
+        self.patience = patience
+        self.cooldown = cooldown
+        self.eps = eps
+        self.last_epoch = 0
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+        if mode not in ("min", "max"):
+            raise ValueError("mode " + mode + " is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError("threshold mode " + threshold_mode + " is unknown!")
+        self.mode = mode
+        self.threshold = threshold
+        self.threshold_mode = threshold_mode
+        self._init_is_better()
+        self._reset()
+
+    def _init_is_better(self):
+        self.mode_worse = math.inf if self.mode == "min" else -math.inf
+
+    def _reset(self):
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    @property
+    def in_cooldown(self):
+        return self.cooldown_counter > 0
+
+    def is_better(self, a, best):
+        if self.mode == "min" and self.threshold_mode == "rel":
+            return a < best * (1.0 - self.threshold)
+        if self.mode == "min":
+            return a < best - self.threshold
+        if self.threshold_mode == "rel":
+            return a > best * (self.threshold + 1.0)
+        return a > best + self.threshold
+
+    def step(self, metrics, epoch=None):
+        """Record `metrics` (a number or a one-element tensor) and reduce the learning rate when it plateaus."""
+        current = float(metrics)
+        if epoch is None:
+            epoch = self.last_epoch + 1
+        else:
+            warnings.warn(
+                "The epoch parameter in `scheduler.step()` is deprecated (as in torch); call `step(metric)`",
+                UserWarning,
+                stacklevel=2,
+            )
+        self.last_epoch = epoch
+        if self.is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            self._reduce_lr()
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def _reduce_lr(self):
+        for i, group in enumerate(self.optimizer.param_groups):
+            old = float(group["lr"])
+            new = max(old * self.factor, self.min_lrs[i])
+            if old - new > self.eps:
+                group["lr"] = new
+
+    def get_lr(self):
+        return [group["lr"] for group in self.optimizer.param_groups]
+
+    def load_state_dict(self, state_dict):
+        self.__dict__.update(state_dict)
+        self._init_is_better()
+
+
 __all__ = [
     "LRScheduler",
     "StepLR",
@@ -328,4 +649,7 @@ __all__ = [
     "LinearLR",
     "LambdaLR",
     "SequentialLR",
+    "OneCycleLR",
+    "ReduceLROnPlateau",
+    "LinearWarmupCosineDecay",
 ]
