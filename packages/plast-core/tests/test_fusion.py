@@ -122,3 +122,22 @@ def test_debug_prints_hits_and_misses(data):
         check=True,
     ).stdout
     assert "plan cache miss" in out and "plan cache hit" in out
+
+
+def test_eager_plan_puts_intermediates_in_one_reused_block():
+    from plast.engine import realize as R
+
+    x = plast.randn(64, 32)
+    expected = (np.exp(x.numpy() * 2 + 1) * 3 - x.numpy()).sum()
+    R._PLANS.clear()
+    got = ((x * 2 + 1).exp() * 3 - x).sum().item()
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    (plan,) = R._PLANS.values()
+    sizes = 64 * 32 * 4
+    assert len(plan.layout) >= 4  # every elementwise intermediate is planned
+    assert plan.block_bytes <= 2 * sizes + 128  # ... in two reused slots, not one allocation each
+    kept = x * 2 + 1  # held by the caller: it leaves the plan and gets its own block
+    got2 = ((kept.exp() * 3) - x).sum().item()
+    np.testing.assert_allclose(got2, expected, rtol=1e-5)
+    np.testing.assert_allclose(kept.numpy(), x.numpy() * 2 + 1, rtol=1e-6)
+    assert kept._storage.arena is not None  # not a slice of a planned block
