@@ -8,8 +8,8 @@ import os
 import sys
 
 from .. import _arenas
-from . import autograd_state, fusion, jit
 from ..memory.arena import view_of
+from . import autograd_state, chains, fusion, jit
 from .graph import add_readers
 
 
@@ -203,7 +203,7 @@ class Plan:
         self.block_bytes = block_bytes
 
 
-def _memory_plan(order, internal, covered):
+def _memory_plan(order, internal, covered, groups):
     """Offsets for the intermediates that live and die inside this graph (liveness-based reuse, engine/planner)."""
     from .planner import place
 
@@ -230,6 +230,15 @@ def _memory_plan(order, internal, covered):
                     del sizes[k]
                     continue
                 last[k] = max(last.get(k, i), i)
+    # A fused group reads its inputs when its root runs, not where the covered members sit in the order.
+    for rid, g in groups.items():
+        rpos = pos[rid]
+        for t in g.inputs:
+            p = t._node
+            if p is not None and t._storage is None and id(p) in pos:
+                k = (pos[id(p)], t._index)
+                if k in sizes:
+                    last[k] = max(last.get(k, rpos), rpos)
     sizes = {k: v for k, v in sizes.items() if k in last}
     if len(sizes) < 2:
         return {}, 0
@@ -255,8 +264,16 @@ def _plan(order):
         if _DEBUG:
             print(f"plast scheduler: plan cache hit ({len(order)} nodes, {len(cached.groups)} fused groups)")
         groups, covered = {}, set()
-        for root_pos, rule in cached.groups:
+        for root_pos, rule, *rest in cached.groups:
             root = order[root_pos]
+            if rest:  # an elementwise chain: its member positions
+                nodes = [order[i] for i in rule]
+                # NOTE: compiled again, not taken from the plan: which external inputs are one tensor (a shared
+                # constant, x used twice) is data the fingerprint does not see, and the program depends on it.
+                program, ext = chains.compile_chain(nodes)
+                groups[id(root)] = fusion.Group(chains.RULE, nodes, chains.kernel, ext, (program,))
+                covered.update(id(n) for n in nodes[:-1])
+                continue
             caps, cov = {}, []
             fusion._match(rule.pattern, root, internal, caps, cov)
             kernel, inputs, args = rule.build(caps, root)
@@ -269,9 +286,23 @@ def _plan(order):
         groups, covered = fusion.find_groups(order, internal)
     else:
         groups, covered = {}, set()
-    layout, total = _memory_plan(order, internal, covered) if jit._tape is None else ({}, 0)
+    chain_groups = []
+    if fuse:
+        for rid, (nodes, ext, program) in chains.find_chains(order, internal, covered | set(groups)).items():
+            groups[rid] = fusion.Group(chains.RULE, nodes, chains.kernel, ext, (program,))
+            covered.update(id(n) for n in nodes[:-1])
+    layout, total = _memory_plan(order, internal, covered, groups) if jit._tape is None else ({}, 0)
     pos = {id(n): i for i, n in enumerate(order)}
-    plan = Plan([(pos[rid], g.rule) for rid, g in groups.items()], layout, total)
+    plan = Plan(
+        [
+            (pos[rid], g.rule)
+            if g.rule is not chains.RULE
+            else (pos[rid], [pos[id(n)] for n in g.nodes], g.args)
+            for rid, g in groups.items()
+        ],
+        layout,
+        total,
+    )
     if key is not None:
         _PLANS[key] = plan
     if _DEBUG:

@@ -29,19 +29,32 @@ def _bw(fn):
     return lambda node, g: (fn(node, node.inputs[0], g),)
 
 
-EXP = register("exp", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, _out(n))))
+EXP = register(
+    "exp", cpu=cpu.unary, fusible=True, saves_inputs=False, backward=_bw(lambda n, x, g: mul(g, _out(n)))
+)
 LOG = register("log", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: div(g, x)))
 LOG1P = register("log1p", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: div(g, add(x, 1.0))))
-SQRT = register("sqrt", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: div(g, mul(_out(n), 2.0))))
+SQRT = register(
+    "sqrt",
+    cpu=cpu.unary,
+    fusible=True,
+    saves_inputs=False,
+    backward=_bw(lambda n, x, g: div(g, mul(_out(n), 2.0))),
+)
 SIN = register("sin", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, cos(x))))
 COS = register("cos", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, mul(sin(x), -1.0))))
 TANH = register(
-    "tanh", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, sub(1.0, mul(_out(n), _out(n)))))
+    "tanh",
+    cpu=cpu.unary,
+    fusible=True,
+    saves_inputs=False,
+    backward=_bw(lambda n, x, g: mul(g, sub(1.0, mul(_out(n), _out(n))))),
 )
 SIGMOID = register(
     "sigmoid",
     cpu=cpu.unary,
     fusible=True,
+    saves_inputs=False,
     backward=_bw(lambda n, x, g: mul(g, mul(_out(n), sub(1.0, _out(n))))),
 )
 ABS = register("abs", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, sign(x))))
