@@ -286,7 +286,6 @@ def _plan(order):
         groups, covered = fusion.find_groups(order, internal)
     else:
         groups, covered = {}, set()
-    chain_groups = []
     if fuse:
         for rid, (nodes, ext, program) in chains.find_chains(order, internal, covered | set(groups)).items():
             groups[rid] = fusion.Group(chains.RULE, nodes, chains.kernel, ext, (program,))
