@@ -180,3 +180,17 @@ def test_bool_arithmetic_is_logical():
     assert (a * b).tolist() == [True, False, False] and (a + b).tolist() == [True, True, True]
     with pytest.raises(TypeError, match="bool"):
         a - b
+
+
+def test_cuda_status_is_reported_without_importing_pycuda():
+    import sys
+
+    assert isinstance(plast.cuda.is_available(), bool)
+    if not plast.cuda.is_available():
+        assert plast.cuda.unavailable_reason()
+        import io
+
+        buf = io.StringIO()
+        plast.show_config(file=buf)
+        assert "cuda              unavailable: " in buf.getvalue()
+    assert "pycuda.autoinit" not in sys.modules

@@ -18,12 +18,12 @@ def _build_info():
 
 
 def cuda_status():
-    """(usable, reason)."""
-    try:
-        import pycuda  # noqa: F401
-    except ImportError:
-        return False, "pycuda is not installed (pip install 'packages/plast-core[cuda]')"
-    return False, "the CUDA backend is not built yet (issue: 'CUDA backend through PyCUDA')"
+    """(usable, reason): asks the CUDA backend, which imports pycuda only now."""
+    from .backends import cuda
+
+    if cuda.is_available():
+        return True, ""
+    return False, cuda.unavailable_reason()
 
 
 def config():
