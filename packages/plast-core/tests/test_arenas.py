@@ -89,3 +89,45 @@ def test_constant_memory_without_resets():
     for _ in range(200):
         (x * 2 + 1).tolist()
     assert plast.arena_stats()["cpu"]["transient"]["reserved_bytes"] == before
+
+
+def test_reset_returns_memory_a_one_off_borrowed():
+    a = Arena("transient", True)
+    big = [a.new(8 << 20) for _ in range(4)]  # a one-off: e.g. a jit trace or a big evaluation
+    del big
+    a.reset()  # this generation needed it: kept
+    before = a.stats()["reserved_bytes"]
+    s = a.new(1000)
+    del s
+    a.reset()
+    a.reset()  # two quiet generations later the big chunks go back to the OS
+    after = a.stats()
+    assert after["reserved_bytes"] < before and after["os_frees"] > 0
+
+
+def test_steady_loop_keeps_its_chunks():
+    a = Arena("transient", True)
+    for _ in range(3):
+        xs = [a.new(3 << 20) for _ in range(3)]
+        del xs
+        a.reset()
+    allocs = a.stats()["os_allocations"]
+    for _ in range(20):
+        xs = [a.new(3 << 20) for _ in range(3)]
+        del xs
+        a.reset()
+    assert a.stats()["os_allocations"] == allocs and a.stats()["os_frees"] == 0
+
+
+def test_jit_replay_refuses_a_captured_tensor_freed_by_reset():
+    w = plast.forward(plast.ones(3) * 2)  # computed before the call: transient, captured by the function
+
+    @plast.jit
+    def f(x):
+        return x * w
+
+    f(plast.ones(3))
+    assert f(plast.ones(3)).tolist() == [2.0, 2.0, 2.0]
+    plast.reset_transient_arenas()
+    with pytest.raises(plast.StaleTensorError):
+        f(plast.ones(3))

@@ -130,6 +130,7 @@ class Plan:
         "steps",
         "arg_aliases",
         "arg_views",
+        "captured_transient",
         "results",
         "runtime_inputs",
         "states",
@@ -271,6 +272,7 @@ class JitFunction:
         plan.treedef = tree
         plan.block, plan.block_bytes = plan_memory(tape, aliases)
         plan.arg_views = _arg_views(tape, aliases)
+        plan.captured_transient = _captured_transient(tape, aliases)
         self.plans[key] = plan
         return _unflatten(tree, [_fresh(r) for r in results])
 
@@ -285,6 +287,8 @@ class JitFunction:
                 fn()
             finally:
                 _host_side -= 1
+        for st in plan.captured_transient:
+            st.check()  # a transient tensor the function captured (not an argument) was freed by a reset
         for al, t, views in zip(plan.arg_aliases, tensors, plan.arg_views):
             al._storage, al._strides, al._offset = t._storage, t._strides, t._offset
             # views of the argument taken while tracing (reshape, .T, indexing) read the new argument too
@@ -294,6 +298,19 @@ class JitFunction:
             s.kernel(s.node, s.inputs, s.outputs)
         self.replays += 1
         return _unflatten(plan.treedef, [_fresh(r) for r in plan.results])
+
+
+def _captured_transient(tape, aliases):
+    """Transient storages the plan reads that it neither owns nor rebinds: values computed before the call and
+    captured by the function. A reset frees them, so every replay checks them first."""
+    args = {id(a._storage) for a in aliases}
+    seen = {}
+    for s in tape.steps:
+        for t in s.inputs + s.outputs:
+            st = t._storage
+            if st is not None and id(st) not in args and st.arena is not None and st.arena.transient:
+                seen[id(st)] = st
+    return list(seen.values())
 
 
 def _arg_views(tape, aliases):

@@ -11,6 +11,8 @@ cdef class Arena:
     cdef list _chunks                      # [address, size, bump offset]
     cdef dict _free                        # size class -> list of addresses
     cdef Py_ssize_t _chunk_bytes
+    cdef Py_ssize_t _prev_bump              # bytes bumped out of chunks in the previous generation
+    cdef readonly Py_ssize_t n_chunk_frees
 
     cdef _new_chunk(self, Py_ssize_t size)
     cdef Storage alloc(self, Py_ssize_t nbytes)

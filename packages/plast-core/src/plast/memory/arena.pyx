@@ -138,6 +138,25 @@ cdef class Arena:
             raise RuntimeError(f"the {self.name} arena cannot be reset; only transient arenas can")
         self.generation += 1
         self._free = {}
+        cdef Py_ssize_t bumped = 0
+        for c in self._chunks:
+            bumped += c[2]
+        # Keep the chunks the last two generations needed and give the rest back to the OS: a steady training
+        # loop keeps all it uses (no OS calls in steady state), and memory a one-off (a jit trace, a large
+        # evaluation) borrowed is returned.
+        cdef Py_ssize_t need = bumped if bumped > self._prev_bump else self._prev_bump
+        self._prev_bump = bumped
+        cdef list keep = []
+        cdef Py_ssize_t kept = 0
+        for c in self._chunks:
+            if kept < need or not self.grow or self.capacity > 0:
+                keep.append(c)
+                kept += c[1]
+            else:
+                free(<void *><uintptr_t>c[0])
+                self.reserved -= c[1]
+                self.n_chunk_frees += 1
+        self._chunks = keep
         for c in self._chunks:
             c[2] = 0
         self.in_use = 0
@@ -151,6 +170,7 @@ cdef class Arena:
             "peak_in_use_bytes": self.peak_in_use,
             "chunks": len(self._chunks),
             "os_allocations": self.n_chunk_allocs,
+            "os_frees": self.n_chunk_frees,
             "generation": self.generation,
             "grow": bool(self.grow),
             "capacity_bytes": self.capacity,
