@@ -228,7 +228,12 @@ class JitFunction:
         plan = self.plans.get(key)
         if plan is not None and plan.valid():
             return self._replay(plan, tensors)
-        return self._trace(key, args, kwargs)
+        out = self._trace(key, args, kwargs)
+        from .. import _arenas
+
+        for dev in {t.device.type for t in tensors} or {"cpu"}:
+            _arenas.transient(dev).release_if_idle()
+        return out
 
     # ---- trace ----
     def _trace(self, key, args, kwargs):

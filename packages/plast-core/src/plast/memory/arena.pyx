@@ -161,6 +161,22 @@ cdef class Arena:
             c[2] = 0
         self.in_use = 0
 
+    def release_if_idle(self):
+        """Give every chunk back to the OS when no block is in use (after a jit trace: its eager memory is not
+        needed again, and keeping it would sit on top of the plan's own block). Returns the bytes released."""
+        if self.in_use != 0 or not self.grow or self.capacity > 0:
+            return 0
+        cdef Py_ssize_t released = self.reserved
+        for c in self._chunks:
+            free(<void *><uintptr_t>c[0])
+            self.n_chunk_frees += 1
+        self._chunks = []
+        self._free = {}
+        self.reserved = 0
+        self._prev_bump = 0
+        self.generation += 1
+        return released
+
     def stats(self):
         return {
             "name": self.name,
