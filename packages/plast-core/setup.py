@@ -31,6 +31,7 @@ class ParallelBuildExt(build_ext):
         if self.parallel is None:
             self.parallel = os.cpu_count() or 1
 
+
 HERE = Path(__file__).parent.resolve()
 SRC = HERE / "src"
 

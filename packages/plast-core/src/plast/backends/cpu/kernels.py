@@ -135,8 +135,10 @@ UNARY = {
 
 
 # ops with a vectorized C kernel (float32 and float64); the rest, and other dtypes, run the numpy versions
-_FAST_UNARY = {name: _fast.UNARY_CODES[name] for name in ("exp", "log", "log1p", "sqrt", "tanh", "sigmoid",
-                                                          "relu", "abs", "sign", "erf")}
+_FAST_UNARY = {
+    name: _fast.UNARY_CODES[name]
+    for name in ("exp", "log", "log1p", "sqrt", "tanh", "sigmoid", "relu", "abs", "sign", "erf")
+}
 
 
 def unary(node, inputs, outputs):
@@ -159,8 +161,16 @@ def gemm_into(out, a, b, *, bias=None, act="none", alpha=1.0):
             _gemm.gemm(a, b, out, alpha=alpha, bias=bias, act=act)
             return
         batch = out.shape[:-2]
-        a3 = np.broadcast_to(a, batch + a.shape[-2:]).reshape((-1,) + a.shape[-2:]) if a.ndim > 2 or batch else a
-        b3 = np.broadcast_to(b, batch + b.shape[-2:]).reshape((-1,) + b.shape[-2:]) if b.ndim > 2 or batch else b
+        a3 = (
+            np.broadcast_to(a, batch + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
+            if a.ndim > 2 or batch
+            else a
+        )
+        b3 = (
+            np.broadcast_to(b, batch + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
+            if b.ndim > 2 or batch
+            else b
+        )
         o3 = out.reshape((-1,) + out.shape[-2:])
         if np.shares_memory(o3, out):
             _gemm.bmm(a3, b3, o3, alpha=alpha, bias=bias, act=act)
