@@ -313,8 +313,22 @@ def test_philox_header_matches_cpu_stream(philox_shim, kind, f64, p1, p2, seed, 
     assert got.view(np.uint8).tobytes() == want.view(np.uint8).tobytes()
 
 
+def _cpu_philox_source():
+    from pathlib import Path
+
+    # the source tree first: wheels ship the C headers but not the .c files
+    for base in (
+        Path(__file__).resolve().parents[1] / "src" / "plast" / "backends",
+        loader.KERNEL_DIR.parents[1],
+    ):
+        path = base / "cpu" / "csrc" / "philox.c"
+        if path.exists():
+            return path.read_text()
+    pytest.skip("csrc/philox.c is not available (neither a source tree nor an installed copy)")
+
+
 def test_philox_constants_match_cpu_source():
-    cpu = (loader.KERNEL_DIR.parents[1] / "cpu" / "csrc" / "philox.c").read_text()
+    cpu = _cpu_philox_source()
     cuh = (loader.KERNEL_DIR / "philox.cuh").read_text()
     for const in (
         "0xD2511F53u",
