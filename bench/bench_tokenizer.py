@@ -49,6 +49,25 @@ def tiktoken_twin(tok: BPETokenizer):
     return enc, f"tiktoken {tiktoken.__version__}"
 
 
+def hf_train_seconds(text: str, vocab: int, repeat: int):
+    """Seconds Hugging Face `tokenizers` takes to train a byte-level BPE of `vocab` on `text` (a benchmark peer
+    only, never a dependency), or the reason it can't be measured."""
+    try:
+        from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    except ImportError as e:
+        return f"tokenizers is not installed ({e})"
+
+    def train():
+        t = Tokenizer(models.BPE())
+        t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tr = trainers.BpeTrainer(
+            vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        )
+        t.train_from_iterator([text], trainer=tr)
+
+    return median_time(train, repeat)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
@@ -69,10 +88,20 @@ def main(argv=None) -> int:
     print(f"corpus python_docs(): {nbytes:,} bytes (Python {res['python']})")
 
     tok = None
-    for vocab in (1024, 4096):
+    for vocab in (512, 1024, 4096):
         t = median_time(lambda v=vocab: BPETokenizer().train(text, v), args.repeat)
         res["train_s"][str(vocab)] = t
-        print(f"train to vocab {vocab:5d}: {t:8.3f} s")
+        n_tok = len(BPETokenizer().train(text, vocab).encode(text))
+        res.setdefault("tokens_per_byte", {})[str(vocab)] = n_tok / nbytes
+        print(f"train to vocab {vocab:5d}: {t:8.3f} s   {n_tok / nbytes:.3f} tokens/byte")
+    hf = hf_train_seconds(text, 4096, args.repeat)
+    res["hf_tokenizers_train_s"] = hf
+    if isinstance(hf, float):
+        ratio = res["train_s"]["4096"] / hf
+        res["train_ratio_to_hf"] = ratio
+        print(f"Hugging Face tokenizers' BPE trainer, vocab 4096: {hf:.3f} s -> plast/HF {ratio:.2f}x")
+    else:
+        print(f"(no Hugging Face tokenizers comparison: {hf})")
     tok = BPETokenizer().train(text, 4096)
 
     def cold():
