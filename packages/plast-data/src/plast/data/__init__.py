@@ -10,7 +10,7 @@
 from plast.data import corpora, tokenizers
 from plast.data._worker import WorkerInfo, get_worker_info
 from plast.data.collate import default_collate, default_convert
-from plast.data.corpora import python_docs
+from plast.data.corpora import TokenWindows, python_docs, train_val_split
 from plast.data.dataloader import DataLoader
 from plast.data.dataset import (
     ChainDataset,
@@ -47,6 +47,7 @@ __all__ = [
     "Subset",
     "SubsetRandomSampler",
     "TensorDataset",
+    "TokenWindows",
     "WorkerInfo",
     "corpora",
     "default_collate",
@@ -55,4 +56,5 @@ __all__ = [
     "python_docs",
     "random_split",
     "tokenizers",
+    "train_val_split",
 ]

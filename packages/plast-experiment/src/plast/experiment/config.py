@@ -1,0 +1,313 @@
+"""Experiment configuration: five dataclass sections (model, data, optim, train, run) read from YAML.
+
+A config file is a mapping of sections to mappings of keys; anything it leaves out keeps the default of
+``default.yaml`` (shipped with this package, printed by ``plast train --show``). Command-line overrides are
+dotted ``section.key=value`` pairs whose values are parsed as YAML scalars (``optim.lr=1e-3``,
+``model.bias=true``, ``run.name=null``). Unknown sections or keys and values of the wrong type raise
+``ConfigError`` naming the key and, for a misspelling, the closest known key.
+
+>>> cfg = load_config(overrides=["model.n_layer=2", "optim.lr=3e-4"])
+>>> cfg.model.n_layer, cfg.optim.lr
+(2, 0.0003)
+>>> load_config(overrides=["model.n_layers=2"])
+Traceback (most recent call last):
+...
+plast.experiment.config.ConfigError: override 'model.n_layers=2': unknown key 'model.n_layers' (did you mean 'model.n_layer'?)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+
+import yaml
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "RunConfig",
+    "TrainConfig",
+    "default_config_text",
+    "dump_config",
+    "load_config",
+]
+
+
+class ConfigError(ValueError):
+    """A config file or override that names an unknown key or gives a value of the wrong type."""
+
+
+@dataclass
+class ModelConfig:
+    """The GPT (``plast.nn.GPTConfig``); ``vocab_size`` comes from the tokenizer."""
+
+    arch: str = "gpt"  # "gpt", or "module:function" building a model from (ModelConfig, vocab_size)
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    block_size: int = 128
+    dropout: float = 0.1
+    bias: bool = False
+
+
+@dataclass
+class DataConfig:
+    corpus: str = "python_docs"  # "python_docs", or the path of a UTF-8 text file
+    tokenizer: str = "bpe"  # "bpe" or "char"
+    vocab_size: int = 1024  # BPE only
+    val_fraction: float = 0.1
+    stride: int = 1  # between training windows (1: every offset, as nanoGPT's random batches)
+    num_workers: int = 0
+    cache: bool = True  # keep the trained tokenizer and the token ids under run.dir/cache
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 2e-3
+    min_lr: float = 2e-4
+    warmup_steps: int = 50
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0  # 0 turns clipping off
+
+
+@dataclass
+class TrainConfig:
+    max_steps: int = 800
+    batch_size: int = 32
+    grad_accum: int = 1
+    eval_interval: int = 100
+    eval_batches: int = 8
+    log_interval: int = 10
+    checkpoint_interval: int = 0  # 0: at every evaluation
+    keep_last: int = 2
+    early_stopping_patience: int = 0  # evaluations without improvement before stopping; 0 turns it off
+    early_stopping_min_delta: float = 0.0
+    seed: int = 1337
+    num_threads: int | None = None
+    jit: bool = True
+    sample_tokens: int = 200
+    sample_prompt: str = "The "
+    sample_temperature: float = 0.8
+    sample_top_k: int | None = 40
+
+
+@dataclass
+class RunConfig:
+    dir: str = "plast-runs"
+    name: str | None = None  # default: a timestamp
+    db: str | None = None  # default: <dir>/runs.db
+    tensorboard: bool = False  # needs tensorboardX
+    plot: bool = True
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+_SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}
+
+
+def _section_types() -> dict[str, type]:
+    hints = typing.get_type_hints(Config)
+    return {name: hints[name] for name in _SECTIONS}
+
+
+def default_config_text() -> str:
+    """The text of the packaged ``default.yaml``."""
+    return resources.files("plast.experiment").joinpath("default.yaml").read_text(encoding="utf-8")
+
+
+def _did_you_mean(name: str, known, prefix: str = "") -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean '{prefix}{close[0]}'?)" if close else f" (known: {', '.join(sorted(known))})"
+
+
+def _type_name(tp) -> str:
+    args = typing.get_args(tp)
+    if args:
+        return " or ".join("null" if a is type(None) else a.__name__ for a in args)
+    return tp.__name__
+
+
+def _coerce(key: str, value, tp):
+    """`value` checked (and, for float from int or a numeric string, converted) against the annotation `tp`."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        for opt in options:
+            if opt is type(None):
+                continue
+            try:
+                return _coerce(key, value, opt)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{key} must be {_type_name(tp)}, got {type(value).__name__} {value!r}")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            # NOTE: YAML 1.1 (PyYAML) reads "1e-3" as a string (it wants "1.0e-3"); accept it as a number.
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+    else:  # pragma: no cover - every field has one of the types above
+        raise TypeError(f"unsupported config type {tp!r} for {key}")
+    raise ConfigError(f"{key} must be {_type_name(tp)}, got {type(value).__name__} {value!r}")
+
+
+def _apply(cfg: Config, data, source: str) -> None:
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: a config is a mapping of sections ({', '.join(_SECTIONS)}), got {data!r}"
+        )
+    types_ = _section_types()
+    for section, values in data.items():
+        if section not in types_:
+            raise ConfigError(f"{source}: unknown section '{section}'" + _did_you_mean(str(section), types_))
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: section '{section}' must be a mapping of keys, got {values!r}")
+        for key, value in values.items():
+            _set(cfg, section, key, value, source)
+
+
+def _set(cfg: Config, section: str, key: str, value, source: str) -> None:
+    obj = getattr(cfg, section)
+    hints = typing.get_type_hints(type(obj))
+    if key not in hints:
+        raise ConfigError(
+            f"{source}: unknown key '{section}.{key}'" + _did_you_mean(str(key), hints, prefix=f"{section}.")
+        )
+    setattr(obj, key, _coerce(f"{source}: {section}.{key}", value, hints[key]))
+
+
+def _parse_override(text: str) -> tuple[str, str, object]:
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} is not of the form section.key=value (e.g. model.n_layer=6)")
+    path, raw = text.split("=", 1)
+    parts = path.strip().split(".")
+    if len(parts) != 2 or not all(parts):
+        raise ConfigError(
+            f"override {text!r}: the key must be section.key (e.g. optim.lr=1e-3), got {path!r}"
+        )
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {text!r}: the value is not a YAML scalar ({e})") from None
+    if isinstance(value, (dict, list)):
+        raise ConfigError(f"override {text!r}: the value must be a scalar, got {type(value).__name__}")
+    return parts[0], parts[1], value
+
+
+def _check(cfg: Config) -> None:
+    def need(cond, msg):
+        if not cond:
+            raise ConfigError(msg)
+
+    m, d, o, t = cfg.model, cfg.data, cfg.optim, cfg.train
+    for key in ("n_layer", "n_head", "n_embd", "block_size"):
+        need(getattr(m, key) >= 1, f"model.{key} must be >= 1, got {getattr(m, key)}")
+    need(
+        m.n_embd % m.n_head == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})"
+    )
+    need(0.0 <= m.dropout < 1.0, f"model.dropout must be in [0, 1), got {m.dropout}")
+    need(d.tokenizer in ("bpe", "char"), f"data.tokenizer must be 'bpe' or 'char', got {d.tokenizer!r}")
+    need(d.vocab_size >= 256, f"data.vocab_size must be >= 256 (the bytes), got {d.vocab_size}")
+    need(0.0 < d.val_fraction < 1.0, f"data.val_fraction must be in (0, 1), got {d.val_fraction}")
+    need(d.stride >= 1, f"data.stride must be >= 1, got {d.stride}")
+    need(d.num_workers >= 0, f"data.num_workers must be >= 0, got {d.num_workers}")
+    need(o.lr > 0 and o.min_lr >= 0, f"optim.lr must be > 0 and optim.min_lr >= 0, got {o.lr}, {o.min_lr}")
+    need(o.warmup_steps >= 0, f"optim.warmup_steps must be >= 0, got {o.warmup_steps}")
+    need(o.grad_clip >= 0, f"optim.grad_clip must be >= 0 (0: off), got {o.grad_clip}")
+    for key in ("max_steps", "batch_size", "grad_accum", "eval_interval", "eval_batches", "log_interval"):
+        need(getattr(t, key) >= 1, f"train.{key} must be >= 1, got {getattr(t, key)}")
+    need(t.keep_last >= 1, f"train.keep_last must be >= 1, got {t.keep_last}")
+    need(t.checkpoint_interval >= 0, f"train.checkpoint_interval must be >= 0, got {t.checkpoint_interval}")
+    need(t.early_stopping_patience >= 0, "train.early_stopping_patience must be >= 0")
+    need(t.num_threads is None or t.num_threads >= 1, f"train.num_threads must be >= 1, got {t.num_threads}")
+
+
+def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
+    """The default config, updated by the YAML file at `path` (if any), then by `overrides` (``section.key=value``
+    strings); raises ConfigError on unknown keys, wrong types and impossible values.
+
+    >>> load_config(overrides=["train.max_steps=10"]).train.max_steps
+    10
+    """
+    cfg = Config()
+    _apply(cfg, yaml.safe_load(default_config_text()), "default.yaml")
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML ({e})") from None
+        _apply(cfg, data, str(path))
+    for text in overrides:
+        section, key, value = _parse_override(text)
+        types_ = _section_types()
+        if section not in types_:
+            raise ConfigError(
+                f"unknown section '{section}' in override {text!r}" + _did_you_mean(section, types_)
+            )
+        _set(cfg, section, key, value, f"override {text!r}")
+    _check(cfg)
+    return cfg
+
+
+def config_from_dict(data: dict, source: str = "config") -> Config:
+    """A Config from a resolved dict (as stored with a run or a checkpoint), checked like a file.
+
+    >>> config_from_dict(load_config().to_dict()) == load_config()
+    True
+    """
+    cfg = Config()
+    _apply(cfg, data, source)
+    _check(cfg)
+    return cfg
+
+
+def dump_config(cfg: Config) -> str:
+    """The resolved config as YAML (sections in order, keys in declaration order).
+
+    >>> "n_layer: 4" in dump_config(load_config())
+    True
+    """
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=False)
