@@ -9,21 +9,11 @@ from plast.engine.realize import scheduler_stats
 
 def fused(fn):
     """Run fn() with a fresh count; return (result as numpy, names of the rules that fired)."""
-    from plast.engine import realize as R
+    from plast.engine.realize import watch_fusions
 
-    fired = []
-    orig = R._run_group
-
-    def spy(g):
-        fired.append(g.rule.name)
-        return orig(g)
-
-    R._run_group = spy
-    try:
+    with watch_fusions() as fired:
         out = fn()
-    finally:
-        R._run_group = orig
-    return out, fired
+    return out, list(fired)
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ elements.
 import numpy as np
 
 from . import _arenas, dtypes
-from .devices import CPU
 from .engine import autograd_state
+from .engine._graph import TensorBase, bind
 from .engine.realize import realize
 from .errors import JitError
 from .ops import movement as M
-from .ops.shapes import contiguous_strides, numel
+from .ops.shapes import numel
 
 
 class Size(tuple):
@@ -26,25 +26,11 @@ class Size(tuple):
         return numel(self)
 
 
-class Tensor:
-    __slots__ = (
-        "_shape",
-        "_strides",
-        "_offset",
-        "dtype",
-        "device",
-        "_storage",
-        "_node",
-        "_index",
-        "requires_grad",
-        "grad",
-        "_version",
-        "_retains_grad",
-        "_hooks",
-        "_npcache",
-        "_readers",
-        "__weakref__",
-    )
+class Tensor(TensorBase):
+    """A plast tensor. Its fields are C struct members (engine/_graph.pyx ``TensorBase``: shape, strides, offset,
+    dtype, device, storage, node, grad, ...); its methods are here and, for ops, in the op modules."""
+
+    __slots__ = ()
 
     # NOTE: numpy must defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
     __array_priority__ = 1000
@@ -52,56 +38,13 @@ class Tensor:
     def __init__(self, *args, **kwargs):
         raise TypeError("create tensors with plast.tensor(...), plast.zeros(...), plast.from_numpy(...) etc.")
 
-    @classmethod
-    def _lazy(cls, shape, dtype, device, node, index=0):
-        t = object.__new__(cls)
-        t._shape = Size(shape)
-        t._strides = contiguous_strides(shape)
-        t._offset = 0
-        t.dtype = dtype
-        t.device = device
-        t._storage = None
-        t._node = node
-        t._index = index
-        t.requires_grad = False
-        t.grad = None
-        t._version = 0
-        t._retains_grad = False
-        t._hooks = None
-        t._npcache = None
-        t._readers = None
-        return t
-
-    @classmethod
-    def _from_storage(cls, storage, shape, dtype, device=CPU, strides=None, offset=0):
-        t = cls._lazy(shape, dtype, device, None)
-        t._storage = storage
-        if strides is not None:
-            t._strides = tuple(strides)
-        t._offset = offset
-        return t
-
     # ---- metadata ----
-    @property
-    def shape(self):
-        return self._shape
-
     def size(self, dim=None):
         if dim is None:
             return self._shape
         from .ops.shapes import norm_dim
 
         return self._shape[norm_dim(dim, self.ndim, "size")]
-
-    @property
-    def ndim(self):
-        return len(self._shape)
-
-    def dim(self):
-        return len(self._shape)
-
-    def numel(self):
-        return numel(self._shape)
 
     def stride(self, dim=None):
         return self._strides if dim is None else self._strides[dim]
@@ -361,6 +304,9 @@ class Tensor:
 
     # A Python scalar and a tensor must never hash alike by value; tensors hash by identity, like torch.
     __hash__ = object.__hash__
+
+
+bind(Tensor, Size)
 
 
 def _rebuild(arr, dtype_name, requires_grad):

@@ -8,27 +8,8 @@ arenas. A numpy kernel is replaced by a C one when a benchmark says it matters.
 import numpy as np
 
 from . import _fast, _gemm, _kernels
+from ._views import np_view  # noqa: F401 -- the kernels' numpy view of a tensor (compiled)
 from .fastpath import as3d, contiguous_block
-
-
-def np_view(t):
-    """A numpy view of a realized tensor's memory, with its strides. Internal: arena memory is only exposed to
-    numpy inside kernels, never handed to users (see Tensor.numpy). Cached on the tensor while its storage and
-    layout stay the same (jit plans call the same kernels on the same tensors every step)."""
-    st = t._storage
-    c = t._npcache
-    if c is not None and c[0] is st and c[1] == t._offset and c[2] == t._strides:
-        return c[3]
-    nd = t.dtype.np
-    isz = nd.itemsize
-    if t.numel() == 0:
-        return np.empty(t._shape, dtype=nd)
-    base = np.frombuffer(st, dtype=nd, count=st.nbytes // isz)
-    arr = np.lib.stride_tricks.as_strided(
-        base[t._offset :], shape=t._shape, strides=tuple(s * isz for s in t._strides)
-    )
-    t._npcache = (st, t._offset, t._strides, arr)
-    return arr
 
 
 def address(t):

@@ -1,0 +1,38 @@
+# The compiled core of the graph (DESIGN §2): tensors' fields and graph nodes as C structs, so recording an op
+# and walking a graph touch no per-object dicts.
+
+cdef class TensorBase:
+    cdef public object _shape        # plast.Size
+    cdef public object _strides      # tuple, in elements
+    cdef public Py_ssize_t _offset   # in elements
+    cdef public object dtype
+    cdef public object device
+    cdef public object _storage      # Storage while realized, else None
+    cdef public object _node         # the Node that produces this tensor, or None (a leaf or a computed value)
+    cdef public Py_ssize_t _index    # which output of _node
+    cdef public bint requires_grad
+    cdef public object grad
+    cdef public Py_ssize_t _version
+    cdef public bint _retains_grad
+    cdef public object _hooks
+    cdef public object _npcache      # (storage, offset, strides, ndarray): kernels' numpy view of this tensor
+    cdef public object _readers      # weakrefs to nodes recorded while this tensor had no memory
+    cdef object __weakref__
+
+
+cdef class Node:
+    cdef public object op
+    cdef public object inputs        # tuple of tensors; () once nothing needs them; None once backward freed them
+    cdef public object args
+    cdef public object specs         # [(shape, dtype)] per output
+    cdef public object outputs       # [weakref] per output
+    cdef public bint needs_grad
+    cdef public object versions      # storage versions of the inputs when recorded (when backward reads them)
+    cdef public bint done            # computed
+    cdef public object device
+    cdef object __weakref__
+
+
+cdef tuple contiguous_strides(tuple shape)
+cdef TensorBase new_lazy(type cls, object shape, object dtype, object device, object node, Py_ssize_t index)
+cpdef add_readers(object holder, object refs)
