@@ -3,12 +3,17 @@
 Each kernel reads its hyperparameters and step counts from input tensors when it runs (never from ``node.args``),
 so a replayed plan sees the current learning rate, and it writes parameters and optimizer state in place. The
 arithmetic follows torch's single-tensor CPU path step by step, in the parameter's dtype, with scalars computed
-in double precision as torch's Python code does. NOTE: numpy over arena memory, vectorized per tensor; a C kernel
-replaces it when a benchmark says so.
+in double precision as torch's Python code does.
+
+The work is done by csrc/optim.c in one call over all parameters (``_optim.run``), bit for bit as torch where
+torch's sqrt is correctly rounded. The numpy code below is the fallback for the parameters the C path leaves (a
+gradient of another dtype than its parameter, or a layout that is not dense or differs between a parameter, its
+gradient and its state); it rounds separately where torch fuses a multiply-add, so it is a few ulp off.
 """
 
 import numpy as np
 
+from . import _optim
 from .kernels import np_view
 
 
@@ -20,6 +25,20 @@ def sgd_update(node, inputs, outputs):
     """inputs: hyper tensors [lr, momentum, dampening, weight_decay] (H of them), then params, grads and, with
     momentum, momentum buffers and "fresh" flags (a buffer whose flag is set takes the gradient as is, as
     torch's first step does; the kernel clears the flag)."""
+    rest = _optim.run(_optim.SGD, node, inputs)
+    if rest:
+        _sgd_numpy(node, inputs, rest)
+
+
+def adam_update(node, inputs, outputs):
+    """inputs: hyper tensors [lr, beta1, beta2, eps, weight_decay] (H of them), then params, grads, exp_avgs,
+    exp_avg_sqs, step counters (incremented here) and, with amsgrad, max_exp_avg_sqs."""
+    rest = _optim.run(_optim.ADAM, node, inputs)
+    if rest:
+        _adam_numpy(node, inputs, rest)
+
+
+def _sgd_numpy(node, inputs, which):
     n, n_hyper, hidx, has_bufs, nesterov, maximize = node.args
     hyp = _hyper_rows(inputs, n_hyper)
     base = n_hyper
@@ -27,7 +46,7 @@ def sgd_update(node, inputs, outputs):
     grads = inputs[base + n : base + 2 * n]
     bufs = inputs[base + 2 * n : base + 3 * n] if has_bufs else ()
     fresh = inputs[base + 3 * n : base + 4 * n] if has_bufs else ()
-    for i in range(n):
+    for i in which:
         lr, momentum, dampening, weight_decay = hyp[hidx[i]][:4]
         p = np_view(params[i])
         g = np_view(grads[i])
@@ -49,9 +68,7 @@ def sgd_update(node, inputs, outputs):
         p += dt(-lr) * g
 
 
-def adam_update(node, inputs, outputs):
-    """inputs: hyper tensors [lr, beta1, beta2, eps, weight_decay] (H of them), then params, grads, exp_avgs,
-    exp_avg_sqs, step counters (incremented here) and, with amsgrad, max_exp_avg_sqs."""
+def _adam_numpy(node, inputs, which):
     n, n_hyper, hidx, amsgrad, decoupled, maximize = node.args
     hyp = _hyper_rows(inputs, n_hyper)
     base = n_hyper
@@ -61,7 +78,7 @@ def adam_update(node, inputs, outputs):
     exp_avg_sqs = inputs[base + 3 * n : base + 4 * n]
     steps = inputs[base + 4 * n : base + 5 * n]
     maxes = inputs[base + 5 * n : base + 6 * n] if amsgrad else ()
-    for i in range(n):
+    for i in which:
         lr, beta1, beta2, eps, weight_decay = hyp[hidx[i]][:5]
         p = np_view(params[i])
         g = np_view(grads[i])

@@ -1,14 +1,22 @@
 """CPU kernel of the fused RMSprop update (ops/optim_rmsprop.py), following torch's single-tensor CPU path step
-by step in the parameter's dtype. NOTE: numpy over arena memory, vectorized per tensor, as kernels_optim.py."""
+by step in the parameter's dtype: csrc/optim.c in one call, with the numpy code below as the fallback for the
+parameters the C path leaves (as kernels_optim.py)."""
 
 import numpy as np
 
+from . import _optim
 from .kernels import np_view
 
 
 def rmsprop_update(node, inputs, outputs):
     """inputs: hyper tensors [lr, alpha, eps, weight_decay, momentum] (H of them), then params, grads,
     square_avgs, step counters (incremented here) and, if present, momentum buffers and grad_avgs."""
+    rest = _optim.run(_optim.RMSPROP, node, inputs)
+    if rest:
+        _rmsprop_numpy(node, inputs, rest)
+
+
+def _rmsprop_numpy(node, inputs, which):
     n, n_hyper, hidx, has_mom, centered, maximize = node.args
     hyp = [np_view(inputs[i]).reshape(-1).tolist() for i in range(n_hyper)]
     base = n_hyper
@@ -20,7 +28,7 @@ def rmsprop_update(node, inputs, outputs):
     bufs = inputs[k : k + n] if has_mom else ()
     k += n if has_mom else 0
     gavgs = inputs[k : k + n] if centered else ()
-    for i in range(n):
+    for i in which:
         lr, alpha, eps, weight_decay, momentum = hyp[hidx[i]][:5]
         p = np_view(params[i])
         g = np_view(grads[i])

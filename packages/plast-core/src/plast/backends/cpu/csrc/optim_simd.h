@@ -1,0 +1,158 @@
+/* Level-generic bodies of optim.c: the update of elements [lo, hi) of one parameter, element type VT (float with
+ * vec_begin.h, double with vec_begin_f64.h). `c` holds the entry's coefficients in double and `mode` its OPT_M_*
+ * bits (optim.c computes both); each coefficient is rounded to VT once, as torch turns a Python scalar into the
+ * tensor's dtype.
+ *
+ * The order of operations is torch's single-tensor path: one tensor op after another, each element rounded to
+ * VT after each op, with an FMA exactly where torch's CPU kernels have one (add with alpha, lerp, addcmul; not
+ * addcdiv, whose last step is a division). The last partial vector is done with masked loads and stores, so
+ * every element goes through the same arithmetic. No include guard: included once per level and dtype.
+ */
+
+#define OPT_LD(p, k) ((k) == VW ? vload(p) : vloadn(p, k))
+#define OPT_ST(p, v, k)                                                                                      \
+    do {                                                                                                     \
+        if ((k) == VW) vstore(p, v);                                                                         \
+        else vstoren(p, v, k);                                                                               \
+    } while (0)
+
+/* torch's lerp(start, end, w) for a scalar weight: fma(w, end - start, start) when |w| < 0.5, else
+ * fma(w - 1, end - start, end). */
+#define OPT_LERP(start, end, small, w, wm1) \
+    ((small) ? vfma(w, vsub(end, start), start) : vfma(wm1, vsub(end, start), end))
+
+/* ---- SGD: c = [-lr, weight_decay, momentum, 1 - dampening] ---- */
+
+VTARGET static inline __attribute__((always_inline)) void VN(opt_sgd_vec)(VT *p, const VT *g, VT *b,
+                                                                          ptrdiff_t k, int mode, vf lr_neg,
+                                                                          vf wd, vf mom, vf damp1) {
+    vf x = OPT_LD(g, k);
+    if (mode & OPT_M_MAXIMIZE) x = vneg(x);
+    vf pv = OPT_LD(p, k);
+    if (mode & OPT_M_WD) x = vfma(pv, wd, x); /* grad.add(param, alpha=weight_decay) */
+    if (mode & OPT_M_BUF) {
+        /* first step: buf = grad.clone(); then buf.mul_(momentum).add_(grad, alpha=1 - dampening) */
+        vf bv = (mode & OPT_M_FRESH) ? x : vfma(x, damp1, vmul(OPT_LD(b, k), mom));
+        OPT_ST(b, bv, k);
+        x = (mode & OPT_M_NESTEROV) ? vfma(bv, mom, x) : bv; /* grad.add(buf, alpha=momentum) */
+    }
+    OPT_ST(p, vfma(x, lr_neg, pv), k); /* param.add_(grad, alpha=-lr) */
+}
+
+VTARGET static void VN(opt_sgd)(VT *p, const VT *g, VT *b, ptrdiff_t lo, ptrdiff_t hi, int mode,
+                                const double *c) {
+    vf lr_neg = vset1((VT)c[0]), wd = vset1((VT)c[1]), mom = vset1((VT)c[2]), damp1 = vset1((VT)c[3]);
+    VT *bb = (mode & OPT_M_BUF) ? b : p; /* never read or written without OPT_M_BUF */
+    ptrdiff_t i = lo;
+    for (; i + VW <= hi; i += VW) VN(opt_sgd_vec)(p + i, g + i, bb + i, VW, mode, lr_neg, wd, mom, damp1);
+    if (i < hi) VN(opt_sgd_vec)(p + i, g + i, bb + i, hi - i, mode, lr_neg, wd, mom, damp1);
+}
+
+/* ---- Adam: c = [1 - lr*wd, wd, 1 - beta1, beta2, 1 - beta2, sqrt(bias_correction2), eps, -step_size] ---- */
+
+typedef struct {
+    vf decay, wd, w, wm1, beta2, beta2c, bc2s, eps, step;
+    int small;
+} VN(opt_adam_k);
+
+VTARGET static inline __attribute__((always_inline)) void VN(opt_adam_vec)(VT *p, const VT *g, VT *m, VT *v,
+                                                                           VT *mx, ptrdiff_t k, int mode,
+                                                                           const VN(opt_adam_k) *K) {
+    vf x = OPT_LD(g, k);
+    if (mode & OPT_M_MAXIMIZE) x = vneg(x);
+    vf pv = OPT_LD(p, k);
+    if (mode & OPT_M_DECAY) pv = vmul(pv, K->decay); /* param.mul_(1 - lr * weight_decay) */
+    if (mode & OPT_M_WD) x = vfma(pv, K->wd, x);      /* grad.add(param, alpha=weight_decay) */
+    vf mv = OPT_LERP(OPT_LD(m, k), x, K->small, K->w, K->wm1); /* exp_avg.lerp_(grad, 1 - beta1) */
+    OPT_ST(m, mv, k);
+    /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2) */
+    vf vv = vfma(vmul(K->beta2c, x), x, vmul(OPT_LD(v, k), K->beta2));
+    OPT_ST(v, vv, k);
+    if (mode & OPT_M_AMSGRAD) { /* torch.maximum(max_exp_avg_sq, exp_avg_sq): NaN propagates */
+        vf old = OPT_LD(mx, k);
+        vv = vsel(visnan(old), old, vmax(old, vv));
+        OPT_ST(mx, vv, k);
+    }
+    vf den = vadd(vdiv(vsqrt(vv), K->bc2s), K->eps);       /* (sqrt / bias_correction2_sqrt).add_(eps) */
+    OPT_ST(p, vadd(pv, vdiv(vmul(K->step, mv), den)), k); /* param.addcdiv_(exp_avg, denom, value=-step_size) */
+}
+
+VTARGET static void VN(opt_adam)(VT *p, const VT *g, VT *m, VT *v, VT *mx, ptrdiff_t lo, ptrdiff_t hi, int mode,
+                                 const double *c) {
+    VT w = (VT)c[2];
+    VN(opt_adam_k) K;
+    K.decay = vset1((VT)c[0]);
+    K.wd = vset1((VT)c[1]);
+    K.small = fabs((double)w) < 0.5;
+    K.w = vset1(w);
+    K.wm1 = vset1((VT)(w - (VT)1));
+    K.beta2 = vset1((VT)c[3]);
+    K.beta2c = vset1((VT)c[4]);
+    K.bc2s = vset1((VT)c[5]);
+    K.eps = vset1((VT)c[6]);
+    K.step = vset1((VT)c[7]);
+    VT *mm = (mode & OPT_M_AMSGRAD) ? mx : v; /* never touched without OPT_M_AMSGRAD */
+    ptrdiff_t i = lo;
+    for (; i + VW <= hi; i += VW) VN(opt_adam_vec)(p + i, g + i, m + i, v + i, mm + i, VW, mode, &K);
+    if (i < hi) VN(opt_adam_vec)(p + i, g + i, m + i, v + i, mm + i, hi - i, mode, &K);
+}
+
+/* ---- RMSprop: c = [wd, alpha, 1 - alpha, eps, momentum, -lr] ---- */
+
+typedef struct {
+    vf wd, alpha, alphac, w, wm1, eps, mom, lr_neg;
+    int small;
+} VN(opt_rms_k);
+
+VTARGET static inline __attribute__((always_inline)) void VN(opt_rms_vec)(VT *p, const VT *g, VT *sq, VT *b,
+                                                                          VT *ga, ptrdiff_t k, int mode,
+                                                                          const VN(opt_rms_k) *K) {
+    vf x = OPT_LD(g, k);
+    if (mode & OPT_M_MAXIMIZE) x = vneg(x);
+    vf pv = OPT_LD(p, k);
+    if (mode & OPT_M_WD) x = vfma(pv, K->wd, x);
+    /* square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha) */
+    vf sv = vfma(vmul(K->alphac, x), x, vmul(OPT_LD(sq, k), K->alpha));
+    OPT_ST(sq, sv, k);
+    vf avg;
+    if (mode & OPT_M_CENTERED) {
+        vf gv = OPT_LERP(OPT_LD(ga, k), x, K->small, K->w, K->wm1); /* grad_avg.lerp_(grad, 1 - alpha) */
+        OPT_ST(ga, gv, k);
+        avg = vsqrt(vfma(vneg(gv), gv, sv)); /* square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_() */
+    } else {
+        avg = vsqrt(sv);
+    }
+    avg = vadd(avg, K->eps);
+    if (mode & OPT_M_MOM) {
+        vf bv = vadd(vmul(OPT_LD(b, k), K->mom), vdiv(x, avg)); /* buf.mul_(momentum).addcdiv_(grad, avg) */
+        OPT_ST(b, bv, k);
+        pv = vfma(bv, K->lr_neg, pv); /* param.add_(buf, alpha=-lr) */
+    } else {
+        pv = vadd(pv, vdiv(vmul(K->lr_neg, x), avg)); /* param.addcdiv_(grad, avg, value=-lr) */
+    }
+    OPT_ST(p, pv, k);
+}
+
+VTARGET static void VN(opt_rms)(VT *p, const VT *g, VT *sq, VT *b, VT *ga, ptrdiff_t lo, ptrdiff_t hi, int mode,
+                                const double *c) {
+    VT w = (VT)c[2];
+    VN(opt_rms_k) K;
+    K.wd = vset1((VT)c[0]);
+    K.alpha = vset1((VT)c[1]);
+    K.alphac = vset1(w);
+    K.small = fabs((double)w) < 0.5;
+    K.w = vset1(w);
+    K.wm1 = vset1((VT)(w - (VT)1));
+    K.eps = vset1((VT)c[3]);
+    K.mom = vset1((VT)c[4]);
+    K.lr_neg = vset1((VT)c[5]);
+    VT *bb = (mode & OPT_M_MOM) ? b : sq; /* placeholders for buffers the mode never touches */
+    VT *gg = (mode & OPT_M_CENTERED) ? ga : sq;
+    ptrdiff_t i = lo;
+    for (; i + VW <= hi; i += VW) VN(opt_rms_vec)(p + i, g + i, sq + i, bb + i, gg + i, VW, mode, &K);
+    if (i < hi) VN(opt_rms_vec)(p + i, g + i, sq + i, bb + i, gg + i, hi - i, mode, &K);
+}
+
+#undef OPT_LD
+#undef OPT_ST
+#undef OPT_LERP
