@@ -4,6 +4,10 @@
 embedding, reductions). They take raw addresses and element strides, release the GIL and pass the SIMD level
 and thread count from _runtime; the kernel functions in kernels*.py decide when a case fits them.
 
+Float data is float32 or float64: the softmax, logsumexp, layer_norm, cross_entropy and reduce entries take a
+trailing `dtype` (the dtype code, F32 = 3 or F64 = 4; float32 when left out), unary_nd and embedding_bw take it
+first; every float pointer of one call has that dtype.
+
 Every entry returns normally or raises: a C error code becomes ValueError (unsupported case), MemoryError,
 or IndexError naming the bad index.
 """
@@ -29,6 +33,15 @@ cdef extern from "softmax.h" nogil:
                              Py_ssize_t inner, plast_op3 g, plast_op3 y, plast_op3 out)
     int plast_logsumexp_f32(int simd, int nthreads, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner,
                             plast_op3 x, plast_op3 out)
+    ctypedef struct plast_op3_f64:
+        double *p
+        Py_ssize_t so, sn, si
+    int plast_softmax_f64(int simd, int nthreads, int mode, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner,
+                          plast_op3_f64 x, plast_op3_f64 y)
+    int plast_softmax_bw_f64(int simd, int nthreads, int mode, Py_ssize_t outer, Py_ssize_t n,
+                             Py_ssize_t inner, plast_op3_f64 g, plast_op3_f64 y, plast_op3_f64 out)
+    int plast_logsumexp_f64(int simd, int nthreads, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner,
+                            plast_op3_f64 x, plast_op3_f64 out)
 
 cdef extern from "layernorm.h" nogil:
     int plast_layer_norm_f32(int simd, int nthreads, Py_ssize_t rows, Py_ssize_t n, const float *x,
@@ -37,6 +50,12 @@ cdef extern from "layernorm.h" nogil:
     int plast_layer_norm_bw_f32(int simd, int nthreads, Py_ssize_t rows, Py_ssize_t n, const float *gy,
                                 Py_ssize_t gy_row, const float *x, Py_ssize_t x_row, const float *mean,
                                 const float *rstd, const float *w, float *gx, float *gw, float *gb)
+    int plast_layer_norm_f64(int simd, int nthreads, Py_ssize_t rows, Py_ssize_t n, const double *x,
+                             Py_ssize_t x_row, const double *w, const double *b, double eps, double *y,
+                             double *mean, double *rstd)
+    int plast_layer_norm_bw_f64(int simd, int nthreads, Py_ssize_t rows, Py_ssize_t n, const double *gy,
+                                Py_ssize_t gy_row, const double *x, Py_ssize_t x_row, const double *mean,
+                                const double *rstd, const double *w, double *gx, double *gw, double *gb)
 
 cdef extern from "xent.h" nogil:
     int PLAST_XENT_BAD_TARGET
@@ -46,6 +65,13 @@ cdef extern from "xent.h" nogil:
     int plast_xent_bw_f32(int simd, int nthreads, Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner,
                           plast_op3 x, const int64_t *t64, const int32_t *t32, const float *w,
                           int64_t ignore_index, float eps, int reduction, const float *g, plast_op3 gx,
+                          int64_t *bad)
+    int plast_xent_fwd_f64(int simd, int nthreads, Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner,
+                           plast_op3_f64 x, const int64_t *t64, const int32_t *t32, const double *w,
+                           int64_t ignore_index, double eps, int reduction, double *out, int64_t *bad)
+    int plast_xent_bw_f64(int simd, int nthreads, Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner,
+                          plast_op3_f64 x, const int64_t *t64, const int32_t *t32, const double *w,
+                          int64_t ignore_index, double eps, int reduction, const double *g, plast_op3_f64 gx,
                           int64_t *bad)
 
 cdef extern from "embedding.h" nogil:
@@ -60,6 +86,8 @@ cdef extern from "embedding.h" nogil:
 cdef extern from "reduce.h" nogil:
     int plast_reduce_f32(int simd, int nthreads, int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner,
                          plast_op3 x, float *out)
+    int plast_reduce_f64(int simd, int nthreads, int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner,
+                         plast_op3_f64 x, double *out)
 
 UNARY_OPS = ("exp", "log", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "neg", "gelu_tanh",
              "gelu_erf", "silu", "erf", "reciprocal", "square", "sign")
@@ -67,6 +95,7 @@ UNARY_CODES = {name: i for i, name in enumerate(UNARY_OPS)}
 SM_SOFTMAX, SM_SAFE_SOFTMAX, SM_LOG_SOFTMAX = 0, 1, 2
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 RD_SUM, RD_MAX, RD_MIN = 0, 1, 2
+F32, F64 = 3, 4
 
 DEF MAXD = 16
 
@@ -85,6 +114,24 @@ cdef plast_op3 _op3(uintptr_t addr, strides):
     r.sn = strides[1]
     r.si = strides[2]
     return r
+
+
+cdef plast_op3_f64 _op3d(uintptr_t addr, strides):
+    cdef plast_op3_f64 r
+    r.p = <double *>addr
+    r.so = strides[0]
+    r.sn = strides[1]
+    r.si = strides[2]
+    return r
+
+
+cdef bint _is64(int dtype, str what) except -1:
+    """True for float64 (code 4), False for float32 (3); ValueError for anything else."""
+    if dtype == F32:
+        return False
+    if dtype == F64:
+        return True
+    raise ValueError(f"{what}: dtype code must be 3 (float32) or 4 (float64), got {dtype}")
 
 
 def unary_nd(int op, int dtype, shape, uintptr_t x, x_strides, uintptr_t y, y_strides):
@@ -106,49 +153,78 @@ def unary_nd(int op, int dtype, shape, uintptr_t x, x_strides, uintptr_t y, y_st
     _check(rc, "unary kernel")
 
 
-def softmax3d(int mode, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t y, ys):
-    """float32 softmax (mode 0), safe softmax (1) or log_softmax (2) over n of (outer, n, inner) operands."""
+def softmax3d(int mode, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t y, ys,
+              int dtype=F32):
+    """softmax (mode 0), safe softmax (1) or log_softmax (2) over n of (outer, n, inner) operands."""
+    cdef bint f64 = _is64(dtype, "softmax kernel")
     cdef plast_op3 a = _op3(x, xs), b = _op3(y, ys)
+    cdef plast_op3_f64 ad = _op3d(x, xs), bd = _op3d(y, ys)
     cdef int rc, simd = simd_level(), nt = num_threads()
     with nogil:
-        rc = plast_softmax_f32(simd, nt, mode, outer, n, inner, a, b)
+        if f64:
+            rc = plast_softmax_f64(simd, nt, mode, outer, n, inner, ad, bd)
+        else:
+            rc = plast_softmax_f32(simd, nt, mode, outer, n, inner, a, b)
     _check(rc, "softmax kernel")
 
 
 def softmax_bw3d(int mode, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t g, gs, uintptr_t y, ys,
-                 uintptr_t out, os):
+                 uintptr_t out, os, int dtype=F32):
+    cdef bint f64 = _is64(dtype, "softmax backward kernel")
     cdef plast_op3 a = _op3(g, gs), b = _op3(y, ys), c = _op3(out, os)
+    cdef plast_op3_f64 ad = _op3d(g, gs), bd = _op3d(y, ys), cd = _op3d(out, os)
     cdef int rc, simd = simd_level(), nt = num_threads()
     with nogil:
-        rc = plast_softmax_bw_f32(simd, nt, mode, outer, n, inner, a, b, c)
+        if f64:
+            rc = plast_softmax_bw_f64(simd, nt, mode, outer, n, inner, ad, bd, cd)
+        else:
+            rc = plast_softmax_bw_f32(simd, nt, mode, outer, n, inner, a, b, c)
     _check(rc, "softmax backward kernel")
 
 
-def logsumexp3d(Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t out, os):
+def logsumexp3d(Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t out, os,
+                int dtype=F32):
+    cdef bint f64 = _is64(dtype, "logsumexp kernel")
     cdef plast_op3 a = _op3(x, xs), b = _op3(out, os)
+    cdef plast_op3_f64 ad = _op3d(x, xs), bd = _op3d(out, os)
     cdef int rc, simd = simd_level(), nt = num_threads()
     with nogil:
-        rc = plast_logsumexp_f32(simd, nt, outer, n, inner, a, b)
+        if f64:
+            rc = plast_logsumexp_f64(simd, nt, outer, n, inner, ad, bd)
+        else:
+            rc = plast_logsumexp_f32(simd, nt, outer, n, inner, a, b)
     _check(rc, "logsumexp kernel")
 
 
 def layer_norm(Py_ssize_t rows, Py_ssize_t n, uintptr_t x, Py_ssize_t x_row, uintptr_t w, uintptr_t b, double eps,
-               uintptr_t y, uintptr_t mean, uintptr_t rstd):
-    """float32 layer norm of `rows` rows of n contiguous elements (w, b: 0 when absent)."""
+               uintptr_t y, uintptr_t mean, uintptr_t rstd, int dtype=F32):
+    """layer norm of `rows` rows of n contiguous elements (w, b: 0 when absent)."""
+    cdef bint f64 = _is64(dtype, "layer_norm kernel")
     cdef int rc, simd = simd_level(), nt = num_threads()
     with nogil:
-        rc = plast_layer_norm_f32(simd, nt, rows, n, <const float *>x, x_row, <const float *>w, <const float *>b,
-                                  <float>eps, <float *>y, <float *>mean, <float *>rstd)
+        if f64:
+            rc = plast_layer_norm_f64(simd, nt, rows, n, <const double *>x, x_row, <const double *>w,
+                                      <const double *>b, eps, <double *>y, <double *>mean, <double *>rstd)
+        else:
+            rc = plast_layer_norm_f32(simd, nt, rows, n, <const float *>x, x_row, <const float *>w,
+                                      <const float *>b, <float>eps, <float *>y, <float *>mean, <float *>rstd)
     _check(rc, "layer_norm kernel")
 
 
 def layer_norm_bw(Py_ssize_t rows, Py_ssize_t n, uintptr_t gy, Py_ssize_t gy_row, uintptr_t x, Py_ssize_t x_row,
-                  uintptr_t mean, uintptr_t rstd, uintptr_t w, uintptr_t gx, uintptr_t gw, uintptr_t gb):
+                  uintptr_t mean, uintptr_t rstd, uintptr_t w, uintptr_t gx, uintptr_t gw, uintptr_t gb,
+                  int dtype=F32):
+    cdef bint f64 = _is64(dtype, "layer_norm backward kernel")
     cdef int rc, simd = simd_level(), nt = num_threads()
     with nogil:
-        rc = plast_layer_norm_bw_f32(simd, nt, rows, n, <const float *>gy, gy_row, <const float *>x, x_row,
-                                     <const float *>mean, <const float *>rstd, <const float *>w, <float *>gx,
-                                     <float *>gw, <float *>gb)
+        if f64:
+            rc = plast_layer_norm_bw_f64(simd, nt, rows, n, <const double *>gy, gy_row, <const double *>x,
+                                         x_row, <const double *>mean, <const double *>rstd, <const double *>w,
+                                         <double *>gx, <double *>gw, <double *>gb)
+        else:
+            rc = plast_layer_norm_bw_f32(simd, nt, rows, n, <const float *>gy, gy_row, <const float *>x,
+                                         x_row, <const float *>mean, <const float *>rstd, <const float *>w,
+                                         <float *>gx, <float *>gw, <float *>gb)
     _check(rc, "layer_norm backward kernel")
 
 
@@ -159,31 +235,44 @@ cdef _bad(int rc, int64_t bad, str what, str msg):
 
 
 def cross_entropy(Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner, uintptr_t x, xs, uintptr_t t, int t_is64,
-                  uintptr_t w, int64_t ignore_index, double eps, str reduction, uintptr_t out):
-    """float32 cross-entropy with class-index targets (contiguous, int64 if t_is64 else int32)."""
+                  uintptr_t w, int64_t ignore_index, double eps, str reduction, uintptr_t out, int dtype=F32):
+    """cross-entropy with class-index targets (contiguous, int64 if t_is64 else int32)."""
+    cdef bint f64 = _is64(dtype, "cross_entropy kernel")
     cdef plast_op3 a = _op3(x, xs)
+    cdef plast_op3_f64 ad = _op3d(x, xs)
     cdef int rc, simd = simd_level(), nt = num_threads(), red = REDUCTIONS[reduction]
     cdef int64_t bad = 0
     cdef const int64_t *t64 = <const int64_t *>t if t_is64 else NULL
     cdef const int32_t *t32 = NULL if t_is64 else <const int32_t *>t
     with nogil:
-        rc = plast_xent_fwd_f32(simd, nt, outer, k, inner, a, t64, t32, <const float *>w, ignore_index,
-                                <float>eps, red, <float *>out, &bad)
+        if f64:
+            rc = plast_xent_fwd_f64(simd, nt, outer, k, inner, ad, t64, t32, <const double *>w, ignore_index,
+                                    eps, red, <double *>out, &bad)
+        else:
+            rc = plast_xent_fwd_f32(simd, nt, outer, k, inner, a, t64, t32, <const float *>w, ignore_index,
+                                    <float>eps, red, <float *>out, &bad)
     _bad(rc, bad, "cross_entropy kernel",
          "cross_entropy: target {bad} is out of bounds for %d classes (expected 0 <= target < %d, "
          "or ignore_index=%d)" % (k, k, ignore_index))
 
 
 def cross_entropy_bw(Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner, uintptr_t x, xs, uintptr_t t, int t_is64,
-                     uintptr_t w, int64_t ignore_index, double eps, str reduction, uintptr_t g, uintptr_t gx, gxs):
+                     uintptr_t w, int64_t ignore_index, double eps, str reduction, uintptr_t g, uintptr_t gx, gxs,
+                     int dtype=F32):
+    cdef bint f64 = _is64(dtype, "cross_entropy backward kernel")
     cdef plast_op3 a = _op3(x, xs), b = _op3(gx, gxs)
+    cdef plast_op3_f64 ad = _op3d(x, xs), bd = _op3d(gx, gxs)
     cdef int rc, simd = simd_level(), nt = num_threads(), red = REDUCTIONS[reduction]
     cdef int64_t bad = 0
     cdef const int64_t *t64 = <const int64_t *>t if t_is64 else NULL
     cdef const int32_t *t32 = NULL if t_is64 else <const int32_t *>t
     with nogil:
-        rc = plast_xent_bw_f32(simd, nt, outer, k, inner, a, t64, t32, <const float *>w, ignore_index,
-                               <float>eps, red, <const float *>g, b, &bad)
+        if f64:
+            rc = plast_xent_bw_f64(simd, nt, outer, k, inner, ad, t64, t32, <const double *>w, ignore_index,
+                                   eps, red, <const double *>g, bd, &bad)
+        else:
+            rc = plast_xent_bw_f32(simd, nt, outer, k, inner, a, t64, t32, <const float *>w, ignore_index,
+                                   <float>eps, red, <const float *>g, b, &bad)
     _bad(rc, bad, "cross_entropy backward kernel",
          "cross_entropy: target {bad} is out of bounds for %d classes (expected 0 <= target < %d, "
          "or ignore_index=%d)" % (k, k, ignore_index))
@@ -216,10 +305,16 @@ def embedding_bw(int dtype, Py_ssize_t nids, uintptr_t ids, int ids_is64, Py_ssi
          "embedding: id {bad} is out of range for %d rows (expected 0 <= id < %d)" % (num, num))
 
 
-def reduce3d(int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t out):
-    """float32 sum (0), max (1) or min (2) over n of an (outer, n, inner) operand into contiguous (outer, inner)."""
+def reduce3d(int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t out,
+             int dtype=F32):
+    """sum (0), max (1) or min (2) over n of an (outer, n, inner) operand into contiguous (outer, inner)."""
+    cdef bint f64 = _is64(dtype, "reduce kernel")
     cdef plast_op3 a = _op3(x, xs)
+    cdef plast_op3_f64 ad = _op3d(x, xs)
     cdef int rc, simd = simd_level(), nt = num_threads()
     with nogil:
-        rc = plast_reduce_f32(simd, nt, op, outer, n, inner, a, <float *>out)
+        if f64:
+            rc = plast_reduce_f64(simd, nt, op, outer, n, inner, ad, <double *>out)
+        else:
+            rc = plast_reduce_f32(simd, nt, op, outer, n, inner, a, <float *>out)
     _check(rc, "reduce kernel")

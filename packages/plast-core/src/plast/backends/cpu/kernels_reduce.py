@@ -20,12 +20,13 @@ def minmax(node, inputs, outputs):
     """amax / amin over `dims` (NaN propagates, as in torch)."""
     dims, keepdim = node.args
     x, out = inputs[0], outputs[0]
-    if x.dtype.code == 3 and x.numel() and out.numel():
+    code = x.dtype.code
+    if code in (_fast.F32, _fast.F64) and out.dtype.code == code and x.numel() and out.numel():
         block = contiguous_block(dims) if x.ndim else (0, 0)
         v = as3d(x, *block) if block else None
         if v is not None:
             op = _fast.RD_MAX if node.op.name == "amax" else _fast.RD_MIN
-            _fast.reduce3d(op, v[0], v[1], v[2], address(x), v[3], address(out))
+            _fast.reduce3d(op, v[0], v[1], v[2], address(x), v[3], address(out), code)
             return
     fn = np.max if node.op.name == "amax" else np.min
     _write(outputs[0], fn(np_view(inputs[0]), axis=dims, keepdims=keepdim))
@@ -142,6 +143,74 @@ def prod_others_bw(node, inputs, outputs):
             acc_r[..., k] = acc_r[..., k + 1] * xm[..., k + 1] + gm[..., k + 1] * right[..., k + 1]
         res = acc_l * right + left * acc_r
     _write(outputs[0], np.moveaxis(res, -1, dim))
+
+
+def _nilpotent_mul(a, b, r):
+    """Product of polynomials in r variables t_s with t_s^2 = 0, stored as coefficients on axis 0 indexed by the
+    bitmask of the variables in each monomial (2^r of them): out[S] = sum over T in S of a[T] * b[S - T]."""
+    out = np.zeros(np.broadcast_shapes(a.shape, b.shape), np.result_type(a, b))
+    for sub in range(1 << r):
+        t = sub
+        while True:
+            out[sub] += a[t] * b[sub ^ t]
+            if t == 0:
+                break
+            t = (t - 1) & sub
+    return out
+
+
+def _inclusive_products(f, r):
+    """Running products of f along the last axis (log-depth doubling, so there is no loop over the axis)."""
+    n = f.shape[-1]
+    d = 1
+    while d < n:
+        nxt = f.copy()
+        nxt[..., d:] = _nilpotent_mul(f[..., :-d], f[..., d:], r)
+        f, d = nxt, d * 2
+    return f
+
+
+def prod_excl(node, inputs, outputs):
+    """out[k] = sum over distinct i_1..i_r (all != k) of g_1[i_1] ... g_r[i_r] * prod_{j not in {k, i_1..i_r}} x[j]
+    along `dim`, for r >= 2 vectors g: prod's derivative of order r + 1 contracted with g_1..g_r.
+
+    It is the coefficient of t_1 ... t_r in prod_{j != k} (x[j] + sum_s t_s g_s[j]) with t_s^2 = 0, taken from
+    exclusive prefix and suffix products of those polynomials (no division, exact with zeros)."""
+    (dim,) = node.args
+    out = np_view(outputs[0])
+    if out.size == 0:
+        return
+    xm = np.moveaxis(np_view(inputs[0]), dim, -1)
+    gs = [np.moveaxis(np_view(g), dim, -1) for g in inputs[1:]]
+    r = len(gs)
+    f = np.zeros((1 << r,) + xm.shape, outputs[0].dtype.np)
+    f[0] = xm
+    for s, g in enumerate(gs):
+        f[1 << s] = g
+    one = np.zeros_like(f[..., :1])
+    one[0] = 1
+    pre = _inclusive_products(f, r)
+    suf = np.flip(_inclusive_products(np.flip(f, -1), r), -1)
+    left = np.concatenate([one, pre[..., :-1]], axis=-1)
+    right = np.concatenate([suf[..., 1:], one], axis=-1)
+    full = (1 << r) - 1
+    res = sum(left[t] * right[full ^ t] for t in range(1 << r))
+    _write(outputs[0], np.moveaxis(res, -1, dim))
+
+
+def svd(node, inputs, outputs):
+    """Reduced SVD of a stack of matrices: U (..., m, k), S (..., k), Vh (..., k, n) with k = min(m, n)."""
+    if any(o.numel() == 0 for o in outputs):
+        return
+    a = np_view(inputs[0])
+    try:
+        u, s, vh = np.linalg.svd(a, full_matrices=False)
+    except np.linalg.LinAlgError as e:
+        raise RuntimeError(
+            f"svd of a {tuple(a.shape[-2:])} matrix did not converge ({e}); the input may hold inf or nan"
+        ) from None
+    for o, v in zip(outputs, (u, s, vh)):
+        _write(o, v)
 
 
 def sqrt(node, inputs, outputs):

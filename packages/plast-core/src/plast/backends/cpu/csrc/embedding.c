@@ -5,8 +5,15 @@
 #include <omp.h>
 #endif
 
+/* float32 bodies at every level (vec_levels.h), then float64 ones (vec_levels_f64.h) */
 #define PLAST_VEC_BODY "embedding_simd.h"
+#define VT float
+#define VT_F64 0
 #include "vec_levels.h"
+#undef VT
+#define VT double
+#include "vec_levels_f64.h"
+#undef VT
 
 static inline int64_t id_at(const int64_t *ids64, const int32_t *ids32, ptrdiff_t r) {
     return ids64 ? ids64[r] : (int64_t)ids32[r];
@@ -69,13 +76,12 @@ int plast_embedding_bw(int simd, int nthreads, int dtype, ptrdiff_t nids, const 
         if (len > 0) {
             for (ptrdiff_t r = 0; r < nids; r++) {
                 int64_t id = id_at(ids64, ids32, r);
-                if (dtype == 3) {
-                    PLAST_VEC_DISPATCH(emb_add_f32, (float *)out + id * dim + c0, (const float *)g + r * g_row + c0, len);
-                } else {
-                    double *d = (double *)out + id * dim + c0;
-                    const double *s = (const double *)g + r * g_row + c0;
-                    for (ptrdiff_t c = 0; c < len; c++) d[c] += s[c];
-                }
+                if (dtype == 3)
+                    PLAST_VEC_DISPATCH(emb_add, (float *)out + id * dim + c0, (const float *)g + r * g_row + c0,
+                                       len);
+                else
+                    PLAST_VEC_DISPATCH(emb_add_f64, (double *)out + id * dim + c0,
+                                       (const double *)g + r * g_row + c0, len);
             }
         }
     }

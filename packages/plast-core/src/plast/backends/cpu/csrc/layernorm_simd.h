@@ -1,12 +1,16 @@
-/* Level-generic body of layernorm.c. */
+/* Level-generic body of layernorm.c over VT (float or double). */
 
-VTARGET static void VN(ln_row)(const float *x, const float *w, const float *b, float eps, float *y, ptrdiff_t n,
-                               float *mean_out, float *rstd_out) {
+#ifndef LN_SSQRT
+#define LN_SSQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
+#endif
+
+VTARGET static void VN(ln_row)(const VT *x, const VT *w, const VT *b, VT eps, VT *y, ptrdiff_t n,
+                               VT *mean_out, VT *rstd_out) {
     vf s = vset1(0.0f);
     ptrdiff_t i = 0;
     for (; i + VW <= n; i += VW) s = vadd(s, vload(x + i));
     if (i < n) s = vadd(s, vloadn(x + i, n - i));
-    float mean = vhsum(s) / (float)n;
+    VT mean = vhsum(s) / (VT)n;
     vf mv = vset1(mean), q = vset1(0.0f);
     for (i = 0; i + VW <= n; i += VW) {
         vf d = vsub(vload(x + i), mv);
@@ -16,7 +20,7 @@ VTARGET static void VN(ln_row)(const float *x, const float *w, const float *b, f
         vf d = vsub(vloadn_fill(x + i, n - i, mean), mv); /* lanes past the end add 0 */
         q = vfma(d, d, q);
     }
-    float rstd = 1.0f / sqrtf(vhsum(q) / (float)n + eps);
+    VT rstd = 1 / LN_SSQRT(vhsum(q) / (VT)n + eps);
     *mean_out = mean;
     *rstd_out = rstd;
     vf rv = vset1(rstd);
@@ -35,8 +39,8 @@ VTARGET static void VN(ln_row)(const float *x, const float *w, const float *b, f
 }
 
 /* gx for one row; adds gy * xhat into gw_acc and gy into gb_acc */
-VTARGET static void VN(ln_bw_row)(const float *gy, const float *x, float mean, float rstd, const float *w,
-                                  float *gx, float *gw_acc, float *gb_acc, ptrdiff_t n) {
+VTARGET static void VN(ln_bw_row)(const VT *gy, const VT *x, VT mean, VT rstd, const VT *w,
+                                  VT *gx, VT *gw_acc, VT *gb_acc, ptrdiff_t n) {
     vf mv = vset1(mean), rv = vset1(rstd), s1 = vset1(0.0f), s2 = vset1(0.0f);
     ptrdiff_t i = 0;
     for (; i + VW <= n; i += VW) {
@@ -59,7 +63,7 @@ VTARGET static void VN(ln_bw_row)(const float *gy, const float *x, float mean, f
         vstoren(gw_acc + i, vfma(g, xh, vloadn(gw_acc + i, r)), r);
         vstoren(gb_acc + i, vadd(g, vloadn(gb_acc + i, r)), r);
     }
-    vf c1 = vset1(vhsum(s1) / (float)n), c2 = vset1(vhsum(s2) / (float)n);
+    vf c1 = vset1(vhsum(s1) / (VT)n), c2 = vset1(vhsum(s2) / (VT)n);
     for (i = 0; i + VW <= n; i += VW) {
         vf g = vload(gy + i);
         vf xh = vmul(vsub(vload(x + i), mv), rv);
@@ -76,7 +80,7 @@ VTARGET static void VN(ln_bw_row)(const float *gy, const float *x, float mean, f
     }
 }
 
-VTARGET static void VN(ln_add)(float *dst, const float *src, ptrdiff_t n) {
+VTARGET static void VN(ln_add)(VT *dst, const VT *src, ptrdiff_t n) {
     ptrdiff_t i = 0;
     for (; i + VW <= n; i += VW) vstore(dst + i, vadd(vload(dst + i), vload(src + i)));
     if (i < n) vstoren(dst + i, vadd(vloadn(dst + i, n - i), vloadn(src + i, n - i)), n - i);

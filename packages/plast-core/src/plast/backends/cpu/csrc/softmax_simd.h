@@ -1,6 +1,11 @@
-/* Level-generic body of softmax.c: contiguous rows and blocks of up to VW contiguous columns. */
+/* Level-generic body of softmax.c over VT (float or double): contiguous rows and blocks of up to VW contiguous
+ * columns. */
 
-VTARGET static float VN(sm_max)(const float *x, ptrdiff_t n) {
+#ifndef SM_SLOG
+#define SM_SLOG(x) _Generic((x), float: logf, default: log)(x)
+#endif
+
+VTARGET static VT VN(sm_max)(const VT *x, ptrdiff_t n) {
     vf m0 = vset1(-INFINITY), m1 = m0;
     ptrdiff_t i = 0;
     for (; i + 2 * VW <= n; i += 2 * VW) {
@@ -13,7 +18,7 @@ VTARGET static float VN(sm_max)(const float *x, ptrdiff_t n) {
 }
 
 /* sum(exp(x - m)), storing the terms in y unless y is NULL */
-VTARGET static float VN(sm_expsum)(const float *x, float *y, ptrdiff_t n, float m) {
+VTARGET static VT VN(sm_expsum)(const VT *x, VT *y, ptrdiff_t n, VT m) {
     vf mv = vset1(m), s0 = vset1(0.0f), s1 = s0;
     ptrdiff_t i = 0;
     for (; i + 2 * VW <= n; i += 2 * VW) {
@@ -37,7 +42,7 @@ VTARGET static float VN(sm_expsum)(const float *x, float *y, ptrdiff_t n, float 
     return vhsum(vadd(s0, s1));
 }
 
-VTARGET static float VN(sm_dot)(const float *a, const float *b, ptrdiff_t n) {
+VTARGET static VT VN(sm_dot)(const VT *a, const VT *b, ptrdiff_t n) {
     vf s0 = vset1(0.0f), s1 = s0;
     ptrdiff_t i = 0;
     for (; i + 2 * VW <= n; i += 2 * VW) {
@@ -49,7 +54,7 @@ VTARGET static float VN(sm_dot)(const float *a, const float *b, ptrdiff_t n) {
     return vhsum(vadd(s0, s1));
 }
 
-VTARGET static float VN(sm_sum)(const float *a, ptrdiff_t n) {
+VTARGET static VT VN(sm_sum)(const VT *a, ptrdiff_t n) {
     vf s0 = vset1(0.0f), s1 = s0;
     ptrdiff_t i = 0;
     for (; i + 2 * VW <= n; i += 2 * VW) {
@@ -61,26 +66,26 @@ VTARGET static float VN(sm_sum)(const float *a, ptrdiff_t n) {
     return vhsum(vadd(s0, s1));
 }
 
-VTARGET static void VN(softmax_row)(int mode, const float *x, float *y, ptrdiff_t n) {
-    float m = VN(sm_max)(x, n);
+VTARGET static void VN(softmax_row)(int mode, const VT *x, VT *y, ptrdiff_t n) {
+    VT m = VN(sm_max)(x, n);
     if (mode == PLAST_SM_SAFE_SOFTMAX && m == -INFINITY) {
-        memset(y, 0, (size_t)n * sizeof(float));
+        memset(y, 0, (size_t)n * sizeof(VT));
         return;
     }
     ptrdiff_t i = 0;
     if (mode == PLAST_SM_LOG_SOFTMAX) {
-        float ls = logf(VN(sm_expsum)(x, NULL, n, m));
+        VT ls = SM_SLOG(VN(sm_expsum)(x, NULL, n, m));
         vf mv = vset1(m), lv = vset1(ls);
         for (; i + VW <= n; i += VW) vstore(y + i, vsub(vsub(vload(x + i), mv), lv));
         if (i < n) vstoren(y + i, vsub(vsub(vloadn(x + i, n - i), mv), lv), n - i);
         return;
     }
-    vf inv = vset1(1.0f / VN(sm_expsum)(x, y, n, m));
+    vf inv = vset1((VT)1 / VN(sm_expsum)(x, y, n, m));
     for (; i + VW <= n; i += VW) vstore(y + i, vmul(vload(y + i), inv));
     if (i < n) vstoren(y + i, vmul(vloadn(y + i, n - i), inv), n - i);
 }
 
-VTARGET static void VN(softmax_bw_row)(int mode, const float *g, const float *y, float *out, ptrdiff_t n) {
+VTARGET static void VN(softmax_bw_row)(int mode, const VT *g, const VT *y, VT *out, ptrdiff_t n) {
     ptrdiff_t i = 0;
     if (mode == PLAST_SM_LOG_SOFTMAX) {
         vf s = vset1(VN(sm_sum)(g, n));
@@ -93,17 +98,17 @@ VTARGET static void VN(softmax_bw_row)(int mode, const float *g, const float *y,
     if (i < n) vstoren(out + i, vmul(vloadn(y + i, n - i), vsub(vloadn(g + i, n - i), d)), n - i);
 }
 
-VTARGET static float VN(lse_row)(const float *x, ptrdiff_t n) {
-    float m = VN(sm_max)(x, n);
-    if (isinf(m)) m = 0.0f; /* all -inf gives -inf, any +inf gives +inf */
-    return logf(VN(sm_expsum)(x, NULL, n, m)) + m;
+VTARGET static VT VN(lse_row)(const VT *x, ptrdiff_t n) {
+    VT m = VN(sm_max)(x, n);
+    if (isinf(m)) m = 0; /* all -inf gives -inf, any +inf gives +inf */
+    return SM_SLOG(VN(sm_expsum)(x, NULL, n, m)) + m;
 }
 
 /* ---- w <= VW contiguous columns at once, n steps of stride xn / yn ---- */
 #define CLD(p, fill) (w == VW ? vload(p) : vloadn_fill(p, w, fill))
 #define CST(p, v) do { if (w == VW) vstore(p, v); else vstoren(p, v, w); } while (0)
 
-VTARGET static void VN(softmax_cols)(int mode, const float *x, ptrdiff_t xn, float *y, ptrdiff_t yn, ptrdiff_t n,
+VTARGET static void VN(softmax_cols)(int mode, const VT *x, ptrdiff_t xn, VT *y, ptrdiff_t yn, ptrdiff_t n,
                                      int w) {
     vf m = vset1(-INFINITY), s = vset1(0.0f);
     for (ptrdiff_t k = 0; k < n; k++) m = vmax(m, CLD(x + k * xn, -INFINITY));
@@ -124,8 +129,8 @@ VTARGET static void VN(softmax_cols)(int mode, const float *x, ptrdiff_t xn, flo
     for (ptrdiff_t k = 0; k < n; k++) CST(y + k * yn, vmul(CLD(y + k * yn, 0.0f), inv));
 }
 
-VTARGET static void VN(softmax_bw_cols)(int mode, const float *g, ptrdiff_t gn, const float *y, ptrdiff_t yn,
-                                        float *out, ptrdiff_t on, ptrdiff_t n, int w) {
+VTARGET static void VN(softmax_bw_cols)(int mode, const VT *g, ptrdiff_t gn, const VT *y, ptrdiff_t yn,
+                                        VT *out, ptrdiff_t on, ptrdiff_t n, int w) {
     vf s = vset1(0.0f);
     if (mode == PLAST_SM_LOG_SOFTMAX) {
         for (ptrdiff_t k = 0; k < n; k++) s = vadd(s, CLD(g + k * gn, 0.0f));
@@ -138,7 +143,7 @@ VTARGET static void VN(softmax_bw_cols)(int mode, const float *g, ptrdiff_t gn, 
         CST(out + k * on, vmul(CLD(y + k * yn, 0.0f), vsub(CLD(g + k * gn, 0.0f), s)));
 }
 
-VTARGET static void VN(lse_cols)(const float *x, ptrdiff_t xn, float *out, ptrdiff_t n, int w) {
+VTARGET static void VN(lse_cols)(const VT *x, ptrdiff_t xn, VT *out, ptrdiff_t n, int w) {
     vf m = vset1(-INFINITY), s = vset1(0.0f);
     for (ptrdiff_t k = 0; k < n; k++) m = vmax(m, CLD(x + k * xn, -INFINITY));
     m = vsel(veq(vabs(m), vset1(INFINITY)), vset1(0.0f), m);
@@ -149,18 +154,18 @@ VTARGET static void VN(lse_cols)(const float *x, ptrdiff_t xn, float *out, ptrdi
 #undef CST
 
 /* blocks of 16 columns (one task), split into this level's vector width */
-VTARGET static void VN(softmax_cols16)(int mode, const float *x, ptrdiff_t xn, float *y, ptrdiff_t yn,
+VTARGET static void VN(softmax_cols16)(int mode, const VT *x, ptrdiff_t xn, VT *y, ptrdiff_t yn,
                                        ptrdiff_t n, int w16) {
     for (int j = 0; j < w16; j += VW) VN(softmax_cols)(mode, x + j, xn, y + j, yn, n, w16 - j < VW ? w16 - j : VW);
 }
-VTARGET static void VN(softmax_bw_cols16)(int mode, const float *g, ptrdiff_t gn, const float *y, ptrdiff_t yn,
-                                          float *out, ptrdiff_t on, ptrdiff_t n, int w16) {
+VTARGET static void VN(softmax_bw_cols16)(int mode, const VT *g, ptrdiff_t gn, const VT *y, ptrdiff_t yn,
+                                          VT *out, ptrdiff_t on, ptrdiff_t n, int w16) {
     for (int j = 0; j < w16; j += VW)
         VN(softmax_bw_cols)(mode, g + j, gn, y + j, yn, out + j, on, n, w16 - j < VW ? w16 - j : VW);
 }
-VTARGET static void VN(lse_cols16)(const float *x, ptrdiff_t xn, float *out, ptrdiff_t osi, ptrdiff_t n, int w16) {
+VTARGET static void VN(lse_cols16)(const VT *x, ptrdiff_t xn, VT *out, ptrdiff_t osi, ptrdiff_t n, int w16) {
     if (osi != 1) { /* strided output: one column at a time through a small buffer */
-        float tmp[16];
+        VT tmp[16];
         for (int j = 0; j < w16; j += VW) VN(lse_cols)(x + j, xn, tmp + j, n, w16 - j < VW ? w16 - j : VW);
         for (int j = 0; j < w16; j++) out[j * osi] = tmp[j];
         return;

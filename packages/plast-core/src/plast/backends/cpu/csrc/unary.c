@@ -6,8 +6,17 @@
 #include <omp.h>
 #endif
 
+/* float32 bodies at every level (vec_levels.h), then the float64 subset (vec_levels_f64.h) */
 #define PLAST_VEC_BODY "unary_simd.h"
+#define VT float
+#define VT_F64 0
 #include "vec_levels.h"
+#undef VT
+#undef PLAST_VEC_BODY
+#define PLAST_VEC_BODY "unary_f64_simd.h"
+#define VT double
+#include "vec_levels_f64.h"
+#undef VT
 
 void plast_unary_contig_f32(int simd, int op, const float *x, float *y, ptrdiff_t n) {
     PLAST_VEC_DISPATCH(unary_f32, op, x, y, n);
@@ -46,6 +55,10 @@ void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n) {
     }
 }
 
+void plast_unary_contig_f64_simd(int simd, int op, const double *x, double *y, ptrdiff_t n) {
+    if (!PLAST_VEC_CALL(unary_f64, op, x, y, n)) plast_unary_contig_f64(op, x, y, n);
+}
+
 /* Elements per task: big enough to amortize the OpenMP fork, small enough to balance two cores. */
 #define CHUNK 16384
 /* Strided rows are gathered into a buffer of this many elements, computed contiguously, scattered back. */
@@ -67,12 +80,12 @@ static void run_row(int simd, int op, int dtype, const char *x, ptrdiff_t sx, ch
     } else {
         const double *xd = (const double *)x;
         double *yd = (double *)y;
-        if (sx == 1 && sy == 1) { plast_unary_contig_f64(op, xd, yd, n); return; }
+        if (sx == 1 && sy == 1) { plast_unary_contig_f64_simd(simd, op, xd, yd, n); return; }
         double buf[TILE];
         for (ptrdiff_t s = 0; s < n; s += TILE) {
             ptrdiff_t m = n - s < TILE ? n - s : TILE;
             for (ptrdiff_t i = 0; i < m; i++) buf[i] = xd[(s + i) * sx];
-            plast_unary_contig_f64(op, buf, buf, m);
+            plast_unary_contig_f64_simd(simd, op, buf, buf, m);
             for (ptrdiff_t i = 0; i < m; i++) yd[(s + i) * sy] = buf[i];
         }
     }

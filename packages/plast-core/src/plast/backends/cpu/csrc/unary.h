@@ -1,5 +1,6 @@
-/* Unary elementwise kernels: vectorized float32 math (vmath_simd.h) on every SIMD level, libm loops for
- * float64, an n-d driver for strided inputs, OpenMP over chunks for large sizes.
+/* Unary elementwise kernels: vectorized float32 math (vmath_simd.h) on every SIMD level; float64 vectorized for
+ * exp, sqrt, rsqrt, sigmoid, relu, abs, neg, silu, reciprocal, square, sign and gelu_tanh (vmath_f64_simd.h),
+ * libm loops for the rest; an n-d driver for strided inputs, OpenMP over chunks for large sizes.
  */
 #ifndef PLAST_UNARY_H
 #define PLAST_UNARY_H
@@ -31,7 +32,8 @@ enum {
 
 /* Contiguous 1-d kernels on the calling thread; x and y may be the same array. */
 void plast_unary_contig_f32(int simd, int op, const float *x, float *y, ptrdiff_t n);
-void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n);
+void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n); /* libm loops, every op */
+void plast_unary_contig_f64_simd(int simd, int op, const double *x, double *y, ptrdiff_t n);
 
 /* n-d driver: y = op(x) over `shape`, strides in elements. dtype: 3 (float32) or 4 (float64).
  * Returns 0, or -1 for an unknown op or dtype. */

@@ -1,20 +1,24 @@
-/* Level-generic body of xent.c: one contiguous row of k logits. */
+/* Level-generic body of xent.c over VT (float or double): one contiguous row of k logits. */
 
-VTARGET static float VN(xe_lse)(const float *x, ptrdiff_t k) {
+#ifndef XE_SLOG
+#define XE_SLOG(x) _Generic((x), float: logf, default: log)(x)
+#endif
+
+VTARGET static VT VN(xe_lse)(const VT *x, ptrdiff_t k) {
     vf m0 = vset1(-INFINITY);
     ptrdiff_t i = 0;
     for (; i + VW <= k; i += VW) m0 = vmax(m0, vload(x + i));
     if (i < k) m0 = vmax(m0, vloadn_fill(x + i, k - i, -INFINITY));
-    float m = vhmax(m0);
-    if (isinf(m)) m = 0.0f;
+    VT m = vhmax(m0);
+    if (isinf(m)) m = 0;
     vf mv = vset1(m), s = vset1(0.0f);
     for (i = 0; i + VW <= k; i += VW) s = vadd(s, VN(v_exp)(vsub(vload(x + i), mv)));
     if (i < k) s = vadd(s, VN(v_exp)(vsub(vloadn_fill(x + i, k - i, -INFINITY), mv)));
-    return logf(vhsum(s)) + m;
+    return XE_SLOG(vhsum(s)) + m;
 }
 
 /* sum_c w_c x_c (w NULL: sum_c x_c) */
-VTARGET static float VN(xe_wsum)(const float *x, const float *w, ptrdiff_t k) {
+VTARGET static VT VN(xe_wsum)(const VT *x, const VT *w, ptrdiff_t k) {
     vf s = vset1(0.0f);
     ptrdiff_t i = 0;
     for (; i + VW <= k; i += VW) s = w ? vfma(vload(x + i), vload(w + i), s) : vadd(s, vload(x + i));
@@ -23,8 +27,8 @@ VTARGET static float VN(xe_wsum)(const float *x, const float *w, ptrdiff_t k) {
 }
 
 /* gx_c = scale * (exp(x_c - lse) * a - b * w_c)   (w NULL: w_c = 1) */
-VTARGET static void VN(xe_grad)(const float *x, const float *w, float *gx, ptrdiff_t k, float lse, float scale,
-                                float a, float b) {
+VTARGET static void VN(xe_grad)(const VT *x, const VT *w, VT *gx, ptrdiff_t k, VT lse, VT scale, VT a,
+                                VT b) {
     vf lv = vset1(lse), sv = vset1(scale), av = vset1(a), bv = vset1(b);
     ptrdiff_t i = 0;
     for (; i + VW <= k; i += VW) {
