@@ -99,9 +99,30 @@ def test_embedding_init_padding_from_pretrained_and_errors():
         e3(plast.ones(2))
     with pytest.raises(IndexError, match="out of range"):
         nn.Embedding(3, 2)(plast.tensor([3]))
-    with pytest.raises(NotImplementedError, match="max_norm"):
-        nn.Embedding(3, 2, max_norm=1.0)
+    with pytest.raises(NotImplementedError, match="sparse"):
+        nn.Embedding(3, 2, sparse=True)
     assert F.embedding(plast.tensor([1]), plast.eye(2)).tolist() == [[0.0, 1.0]]
+
+
+@pytest.mark.parametrize("scale_grad_by_freq", [False, True])
+def test_embedding_max_norm_and_scale_grad_by_freq_match_torch(scale_grad_by_freq):
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal((6, 4)) * 3
+    ids = np.array([[0, 2, 2], [5, 0, 2]])
+    pe = nn.Embedding(
+        6, 4, max_norm=1.5, norm_type=2.0, scale_grad_by_freq=scale_grad_by_freq, dtype=plast.float64
+    )
+    te = torch.nn.Embedding(6, 4, max_norm=1.5, norm_type=2.0, scale_grad_by_freq=scale_grad_by_freq).double()
+    with plast.no_grad():
+        pe.weight.copy_(plast.tensor(w0))
+    with torch.no_grad():
+        te.weight.copy_(torch.tensor(w0))
+    g = rng.standard_normal((2, 3, 4))
+    pe(plast.tensor(ids)).backward(plast.tensor(g))
+    te(torch.tensor(ids)).backward(torch.tensor(g))
+    # the picked rows were renormalized in place; the others are untouched
+    np.testing.assert_allclose(pe.weight.detach().numpy(), te.weight.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(pe.weight.grad.numpy(), te.weight.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
 # ---- LayerNorm, RMSNorm ----

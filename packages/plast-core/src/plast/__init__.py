@@ -18,7 +18,7 @@ from . import _siblings
 
 _siblings.install()
 
-from . import autograd, cuda, errors
+from . import autograd, cuda, errors, linalg
 from ._arenas import arena_scope, arena_stats, init_arenas, reset_transient_arenas
 from ._config import show_config
 from .backends.cpu._runtime import get_num_threads, set_num_threads

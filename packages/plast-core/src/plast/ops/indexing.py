@@ -70,6 +70,7 @@ INDEX_BACKWARD = register(
     "index_backward", cpu=kix.index_backward, backward=_index_backward_bw, saves_inputs=False
 )
 INDEX_PUT = register("index_put", cpu=kix.index_put, backward=_index_put_bw, saves_inputs=False)
+INDEX_PUT.window_kernels["cpu"] = kix.index_put_window
 
 
 def _zeros(shape, dtype, device):
@@ -123,8 +124,8 @@ def _index_put_raw(old, values, idx, args):
 
 def _check_values(t, size, dim, wrap):
     """Check an index tensor's values now when it already holds them (else the kernel checks them)."""
-    if t._storage is None or t.numel() == 0:
-        return
+    if t._storage is None or t.numel() == 0 or t.device.type != "cpu":
+        return  # on the GPU the kernel checks (reading indices back here would cost a sync per op)
     from ..backends.cpu.kernels import np_view
 
     t._storage.check()
@@ -136,10 +137,10 @@ def _check_values(t, size, dim, wrap):
 
 
 def _values_of(t):
-    from ..backends.cpu.kernels import np_view
+    from .device import host_array
 
     t._realized()
-    return np_view(t)
+    return host_array(t)  # a host copy for GPU tensors
 
 
 def _tracing():
@@ -391,16 +392,17 @@ def nonzero(x, *, as_tuple=False):
     from ..creation import tensor
 
     a = _values_of(x)
+    dev = x.device
     if a.ndim == 0:
         a = a.reshape(1)
         nz = np.nonzero(a)
         if as_tuple:
-            return (tensor(nz[0].astype(np.int64)),)
-        return tensor(np.zeros((len(nz[0]), 0), np.int64))
+            return (tensor(nz[0].astype(np.int64), device=dev),)
+        return tensor(np.zeros((len(nz[0]), 0), np.int64), device=dev)
     nz = np.nonzero(a)
     if as_tuple:
-        return tuple(tensor(i.astype(np.int64)) for i in nz)
-    return tensor(np.stack(nz, axis=1).astype(np.int64))
+        return tuple(tensor(i.astype(np.int64), device=dev) for i in nz)
+    return tensor(np.stack(nz, axis=1).astype(np.int64), device=dev)
 
 
 def masked_select(x, mask):
@@ -521,17 +523,29 @@ def _scatter(x, dim, index, src, accumulate, op):
     return _index_put_raw(x, vals, _along_dim(index, d), args)
 
 
-def _reduce_flag(reduce, op):
-    if reduce is None:
-        return False
-    if reduce == "add":
-        return True
-    raise NotImplementedError(f"{op}: reduce={reduce!r} is not supported; use reduce='add' or scatter_add")
+def _scatter_any(x, dim, index, src, reduce, op):
+    """scatter with torch's legacy reduce argument: None writes, 'add' adds, 'multiply' multiplies (repeated
+    indices all take part). Unlike torch (which has no derivative for reduce=), both reductions differentiate:
+    'add' like scatter_add, 'multiply' like scatter_reduce(..., 'prod')."""
+    from ..tensor import Tensor
+
+    if reduce is None or reduce == "add":
+        return _scatter(x, dim, index, src, reduce == "add", op)
+    if reduce != "multiply":
+        raise ValueError(f"{op}: reduce must be 'add' or 'multiply', got {reduce!r}")
+    _check_index_tensor(index, op)
+    if isinstance(src, Tensor):
+        src = movement.cast(src, x.dtype)
+    elif isinstance(src, numbers.Number):
+        src = _full(tuple(index.shape), src, x.dtype, x.device)
+    else:
+        raise TypeError(f"{op}: src must be a tensor or a number, got {type(src).__name__}")
+    return _scatter_reduce(x, dim, index, src, "prod", True, op)
 
 
 def scatter(x, dim, index, src=None, *, value=None, reduce=None):
     """Out-of-place torch.scatter: x with src[i][j][k] written at x[index[i][j][k]][j][k] (dim=0); `src` may be a
-    tensor or a number (or pass value=).
+    tensor or a number (or pass value=); reduce='add' / 'multiply' combine instead of writing.
 
     >>> plast.zeros(3).scatter(0, plast.tensor([2, 0]), plast.tensor([5.0, 7.0])).tolist()
     [7.0, 0.0, 5.0]
@@ -540,7 +554,7 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
         if value is None:
             raise TypeError("scatter: pass src (a tensor or number) or value")
         src = value
-    return _scatter(x, dim, index, src, _reduce_flag(reduce, "scatter"), "scatter")
+    return _scatter_any(x, dim, index, src, reduce, "scatter")
 
 
 def scatter_(x, dim, index, src=None, *, value=None, reduce=None):
@@ -549,8 +563,7 @@ def scatter_(x, dim, index, src=None, *, value=None, reduce=None):
         if value is None:
             raise TypeError("scatter_: pass src (a tensor or number) or value")
         src = value
-    acc = _reduce_flag(reduce, "scatter_")
-    return _inplace(x, lambda old: _scatter(old, dim, index, src, acc, "scatter_"), "scatter_")
+    return _inplace(x, lambda old: _scatter_any(old, dim, index, src, reduce, "scatter_"), "scatter_")
 
 
 def scatter_add(x, dim, index, src):
@@ -565,6 +578,166 @@ def scatter_add(x, dim, index, src):
 def scatter_add_(x, dim, index, src):
     """In-place scatter_add."""
     return _inplace(x, lambda old: _scatter(old, dim, index, src, True, "scatter_add_"), "scatter_add_")
+
+
+# ---- scatter_reduce ----
+
+_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _full(shape, value, dtype, device):
+    from ..tensor import scalar_tensor
+
+    v = float(value) if dtype.is_floating_point else bool(value) if dtype is dtypes.bool_ else int(value)
+    t = scalar_tensor(v, dtype, device)
+    return movement.expand(t, shape) if shape else t
+
+
+def _scatter_reduce_output(node):
+    t = node.outputs[0]()
+    if t is None:
+        t = record(node.op, node.inputs, node.args, node.specs, node.device)[0]
+    return t
+
+
+def _scatter_reduce_bw(node, g):
+    """torch's scatter_reduce backward, in plast ops (so it differentiates again): sum and mean pass the
+    gradient through (mean divided by the counts), prod by products of the others (exact with one zero),
+    amax/amin split it evenly among the values equal to the result."""
+    from .elementwise import div, mul
+    from .pointwise import eq, logical_and, where
+
+    x, index, src = node.inputs
+    d, reduce, include_self = node.args
+    dt = x.dtype
+
+    def take(t):
+        return gather(t, d, index)
+
+    if reduce == "sum":
+        g_self, g_src = g, take(g)
+    elif reduce == "mean":
+        n = _scatter(
+            _full(tuple(g.shape), 1 if include_self else 0, dt, g.device),
+            d,
+            index,
+            _full(tuple(index.shape), 1, dt, g.device),
+            True,
+            "scatter_reduce",
+        )
+        n = where(eq(n, 0), 1.0, n)
+        g_self, g_src = div(g, n), div(take(g), take(n))
+    elif reduce == "prod":
+        result = _scatter_reduce_output(node)
+        self_one = where(eq(x, 0), 1.0, x)
+        g_self = div(
+            mul(g, _scatter_reduce(self_one, d, index, src, "prod", include_self, "scatter_reduce")), self_one
+        )
+        src_zero = eq(src, 0)
+        zeros_there = take(
+            _scatter(
+                _full(tuple(x.shape), 0, dt, x.device),
+                d,
+                index,
+                movement.cast(src_zero, dt),
+                True,
+                "scatter_reduce",
+            )
+        )
+        single = logical_and(src_zero, eq(zeros_there, 1))
+        # a lone zero's gradient is the product of the others, which dividing the result by it can't give
+        others = _scatter_reduce(x, d, index, where(single, 1.0, src), "prod", include_self, "scatter_reduce")
+        g_src = where(single, take(mul(g, others)), div(take(mul(g, result)), where(src_zero, 1.0, src)))
+        g_src = _guard_double_backward(g_src, zeros_there)
+    else:  # amax / amin
+        result = _scatter_reduce_output(node)
+        self_hit = movement.cast(eq(x, result), dt)
+        src_hit = movement.cast(eq(src, take(result)), dt)
+        # NOTE: like torch, an excluded self (include_self=False) equal to the result still counts as a tie here
+        share = div(g, _scatter(self_hit, d, index, src_hit, True, "scatter_reduce"))
+        g_self, g_src = mul(self_hit, share), mul(src_hit, take(share))
+    if not include_self:
+        g_self = _scatter(g_self, d, index, 0.0, False, "scatter_reduce")
+    return g_self, None, g_src
+
+
+def _double_backward_error(node, g):
+    raise RuntimeError(
+        "scatter_reduce(): double backward is unsupported for src when more than one zero in src is scattered to "
+        "the same position (as in torch); the first gradient is fine"
+    )
+
+
+SCATTER_REDUCE = register("scatter_reduce", cpu=kix.scatter_reduce, backward=_scatter_reduce_bw)
+DOUBLE_BACKWARD_ERROR = register(
+    "scatter_reduce_double_backward_error",
+    cpu=kix.identity,
+    backward=_double_backward_error,
+    saves_inputs=False,
+)
+
+
+def _guard_double_backward(g_src, zeros_there):
+    """g_src, behind a row that raises if differentiated, when a graph of the backward is being built and some
+    position receives several zeros from src (torch's first gradient there is right, its derivative is not)."""
+    from ..engine.autograd import is_grad_enabled
+
+    if not (is_grad_enabled() and g_src.requires_grad) or _tracing():
+        return g_src
+    if zeros_there.numel() == 0 or not np.any(_values_of(zeros_there) > 1.5):
+        return g_src
+    return record(DOUBLE_BACKWARD_ERROR, (g_src,), (), [(tuple(g_src.shape), g_src.dtype)], g_src.device)[0]
+
+
+def _scatter_reduce(x, dim, index, src, reduce, include_self, op):
+    from ..tensor import Tensor
+
+    _check_index_tensor(index, op)
+    if not isinstance(src, Tensor):
+        raise TypeError(f"{op}: src must be a tensor, got {type(src).__name__}")
+    if reduce not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduce must be one of {', '.join(map(repr, _REDUCTIONS))}, got {reduce!r}")
+    if src.device != x.device:
+        raise DeviceMismatchError(f"{op}: src is on {src.device}, the input on {x.device}")
+    if src.dtype is not x.dtype:
+        raise DTypeError(
+            f"{op}: src must have the input's dtype {x.dtype}, got {src.dtype}; cast one of them"
+        )
+    if reduce == "mean" and x.dtype is dtypes.bool_:
+        raise DTypeError(f"{op}: reduce='mean' is not defined for bool tensors")
+    if x.ndim == 0:
+        norm_dim(dim, 1, op)
+        fx, fi, fs = (movement.reshape(t, (-1,)) for t in (x, index, src))
+        return movement.reshape(_scatter_reduce(fx, 0, fi, fs, reduce, include_self, op), ())
+    d = norm_dim(dim, x.ndim, op)
+    if src.ndim != x.ndim:
+        raise ShapeError(f"{op}: src {tuple(src.shape)} must have as many dims as the input {tuple(x.shape)}")
+    _check_along(x, d, index, op, src)
+    if tuple(src.shape) != tuple(index.shape):
+        src = strided_view(src, tuple(index.shape), _identity_map(x.ndim), (0,) * x.ndim)
+    args = (d, reduce, bool(include_self))
+    return record(SCATTER_REDUCE, (x, index, src), args, [(tuple(x.shape), x.dtype)], x.device)[0]
+
+
+def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
+    """torch.scatter_reduce: x with src[i] reduced into x[index[i]] along `dim` by reduce = 'sum', 'prod',
+    'mean', 'amax' or 'amin'; with include_self=False x's own value at a position that receives values takes no
+    part. Integer 'mean' rounds down, like torch. Gradients as torch defines them (ties of amax/amin share).
+
+    >>> x = plast.tensor([1.0, 2.0, 3.0])
+    >>> x.scatter_reduce(0, plast.tensor([0, 0, 2]), plast.tensor([5.0, 4.0, 1.0]), "amax").tolist()
+    [5.0, 2.0, 3.0]
+    """
+    return _scatter_reduce(x, dim, index, src, reduce, include_self, "scatter_reduce")
+
+
+def scatter_reduce_(x, dim, index, src, reduce, *, include_self=True):
+    """In-place scatter_reduce."""
+    return _inplace(
+        x,
+        lambda old: _scatter_reduce(old, dim, index, src, reduce, include_self, "scatter_reduce_"),
+        "scatter_reduce_",
+    )
 
 
 def _index_1d(index, op):
@@ -671,6 +844,7 @@ __all__ = [
     "gather",
     "scatter",
     "scatter_add",
+    "scatter_reduce",
     "index_select",
     "index_add",
     "index_put",
@@ -688,6 +862,8 @@ TENSOR_METHODS = {
     "scatter_": scatter_,
     "scatter_add": scatter_add,
     "scatter_add_": scatter_add_,
+    "scatter_reduce": scatter_reduce,
+    "scatter_reduce_": scatter_reduce_,
     "index_select": index_select,
     "index_add": index_add,
     "index_add_": index_add_,

@@ -328,17 +328,21 @@ def _check_bool(t, opname, what):
 
 
 def where(condition, input=None, other=None):  # noqa: A002
-    """input where condition is True, else other; tensors or numbers, broadcast together and promoted.
+    """input where condition is True, else other; tensors or numbers, broadcast together and promoted. With only
+    `condition`, the indices of its nonzero elements as a tuple of 1-D int64 tensors (``nonzero(as_tuple=True)``).
 
     >>> c = plast.tensor([True, False, True])
     >>> plast.where(c, plast.tensor([1.0, 2.0, 3.0]), 0.0).tolist()
     [1.0, 0.0, 3.0]
     """
     if input is None and other is None:
-        raise NotImplementedError(
-            "where(condition) with one argument (the indices of True elements) is not implemented; "
-            "pass input and other"
-        )
+        # torch.where(condition) is nonzero(condition, as_tuple=True): one int64 index tensor per dim
+        from ..tensor import Tensor
+        from .indexing import nonzero
+
+        if not isinstance(condition, Tensor):
+            raise TypeError(f"where(condition): condition must be a tensor, got {type(condition).__name__}")
+        return nonzero(condition, as_tuple=True)
     if input is None or other is None:
         raise TypeError("where: pass both input and other (or neither)")
     _check_bool(condition, "where", "condition")

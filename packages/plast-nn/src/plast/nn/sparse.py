@@ -44,10 +44,10 @@ class Embedding(Module):
                 if padding_idx < -num_embeddings:
                     raise ValueError("Padding_idx must be within num_embeddings")
                 padding_idx = num_embeddings + padding_idx
-        if max_norm is not None or scale_grad_by_freq or sparse:
+        if sparse:
             raise NotImplementedError(
-                "Embedding: max_norm, scale_grad_by_freq and sparse are not supported yet (plast.embedding has "
-                "no kernels for them)"
+                "Embedding(sparse=True): plast has no sparse tensors, so gradients are always dense; pass "
+                "sparse=False"
             )
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
@@ -84,7 +84,9 @@ class Embedding(Module):
                 f"{self!r}: expected integer ids (int64 or int32) of any shape, got {input.dtype} "
                 f"{tuple(input.shape)}"
             )
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(
+            input, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq
+        )
 
     @classmethod
     def from_pretrained(

@@ -79,6 +79,23 @@ def _key(ndim, shape, adv_pos, idx, wrap):
     return tuple(key)
 
 
+def _put_key(ndim, shape, adv_pos, idx, wrap):
+    """_key for writes, with the common one-position case (a single index tensor of one element and at most
+    one dim: ``cache[:, :, pos] = row``) as a basic slice, which numpy assigns without fancy indexing."""
+    if len(idx) == 1 and idx[0].ndim <= 1 and idx[0].numel() == 1 and idx[0].dtype.code in (1, 2):
+        p = adv_pos[0]
+        size = shape[p]
+        i = int(np_view(idx[0]).reshape(-1)[0])
+        if i < (-size if wrap else 0) or i >= size:
+            raise IndexError(f"index {i} is out of bounds for dimension {p} with size {size}")
+        if i < 0:
+            i += size
+        key = [slice(None)] * ndim
+        key[p] = i if idx[0].ndim == 0 else slice(i, i + 1)
+        return tuple(key)
+    return _key(ndim, shape, adv_pos, idx, wrap)
+
+
 def index(node, inputs, outputs):
     """Advanced indexing: x[..., i0, ..., i1, ...] with index tensors at dims `adv_pos` (numpy's rules)."""
     adv_pos, wrap = node.args
@@ -119,3 +136,84 @@ def index_put(node, inputs, outputs):
             window += vals
     else:
         window[key] = vals
+
+
+def index_put_window(node, inputs, outputs):
+    """index_put with the output in input 0's own memory (an in-place write): only the window is written. The
+    indices are checked before anything is written, so a bad index leaves the tensor as it was."""
+    vshape, dims_map, base, adv_pos, wrap, accumulate = node.args
+    values, idx = inputs[1], inputs[2:]
+    out = np_view(outputs[0])
+    key = (
+        _put_key(len(vshape), vshape, adv_pos, idx, wrap)
+        if not accumulate
+        else _key(len(vshape), vshape, adv_pos, idx, wrap)
+    )
+    if out.size == 0 or values.numel() == 0:
+        return
+    window = strided_window(out, tuple(vshape), dims_map, base)
+    vals = np_view(values)
+    if accumulate:
+        if adv_pos:
+            np.add.at(window, key, vals)
+        else:
+            window += vals
+    else:
+        window[key] = vals
+
+
+def _identity(reduce, dt):
+    """The value a position starts from when include_self=False: the reduction's neutral element."""
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dt == np.bool_:
+        return reduce == "amin"
+    if np.issubdtype(dt, np.integer):
+        info = np.iinfo(dt)
+        return info.min if reduce == "amax" else info.max
+    return -np.inf if reduce == "amax" else np.inf
+
+
+_UFUNCS = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
+
+
+def scatter_reduce(node, inputs, outputs):
+    """out = x with src[i] reduced into x at index[i] along `dim` (every repeated index takes part, NaN propagates
+    through amax/amin); with include_self=False the positions that receive values start from the reduction's
+    neutral element instead of x. `src` has index's shape (the op layer narrowed it)."""
+    dim, reduce, include_self = node.args
+    x, index, src = inputs
+    out = np_view(outputs[0])
+    if out.size == 0:
+        return
+    out[...] = np_view(x)
+    if index.numel() == 0:
+        return
+    idx = checked_index(index, out.shape[dim], dim, False)
+    key = tuple(
+        idx if i == dim else np.arange(n).reshape([n if j == i else 1 for j in range(idx.ndim)])
+        for i, n in enumerate(idx.shape)
+    )
+    vals = np_view(src)
+    if not include_self:
+        out[key] = _identity(reduce, out.dtype)
+    with np.errstate(invalid="ignore"):  # NaN propagates through amax/amin quietly, as in torch
+        _UFUNCS[reduce].at(out, key, vals)
+    if reduce == "mean":
+        lin = np.ravel_multi_index(np.broadcast_arrays(*key), out.shape)
+        count = np.bincount(lin.ravel(), minlength=out.size).reshape(out.shape)
+        hit = count > 0
+        denom = count[hit] + (1 if include_self else 0)
+        if np.issubdtype(out.dtype, np.integer):
+            out[hit] = np.floor_divide(out[hit], denom)
+        else:
+            out[hit] = out[hit] / denom
+
+
+def identity(node, inputs, outputs):
+    """A copy of the input (for rows whose only job is their backward rule)."""
+    out = np_view(outputs[0])
+    if out.size:
+        out[...] = np_view(inputs[0])

@@ -1,0 +1,29 @@
+"""``plast.linalg``: norms under torch.linalg's names and rules (the kernels and gradients are in ops/reduce.py).
+
+>>> plast.linalg.vector_norm(plast.tensor([3.0, 4.0])).item()
+5.0
+>>> plast.linalg.matrix_norm(plast.eye(2), "nuc").item()
+2.0
+"""
+
+from .ops.reduce import matrix_norm, vector_norm
+
+
+def norm(x, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 -- torch's argument name
+    """torch.linalg.norm: a vector norm over one dim (or over all elements when ``ord`` and ``dim`` are both
+    None), a matrix norm over two dims (``dim`` a pair, or a 2-D input with ``ord`` given and no ``dim``)."""
+    if isinstance(dim, int):
+        dim = (dim,)
+    if dim is not None and len(dim) == 2:
+        return matrix_norm(x, "fro" if ord is None else ord, tuple(dim), keepdim, dtype=dtype)
+    if dim is None and ord is not None:
+        if x.ndim == 2:
+            return matrix_norm(x, ord, (-2, -1), keepdim, dtype=dtype)
+        if x.ndim != 1:
+            raise RuntimeError(
+                f"linalg.norm: an input of {x.ndim} dims with ord={ord!r} needs dim= (1 or 2 dims), as in torch"
+            )
+    return vector_norm(x, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+
+
+__all__ = ["matrix_norm", "norm", "vector_norm"]
