@@ -293,3 +293,106 @@ def test_device_arena_roundtrip(dev):
     np.testing.assert_array_equal(memory.to_host(s, (250,), np.float32), data)
     with pytest.raises(MemoryError):
         a.new(2 << 20)
+
+
+# ---- RMSprop, binary cross-entropy, tie weights and prod backward through the engine, against the CPU ---------
+
+TOL = {np.float32: dict(rtol=1e-4, atol=1e-5), np.float64: dict(rtol=1e-10, atol=1e-10)}
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "has_mom,centered,maximize,hyper",
+    [
+        (False, False, False, [1e-2, 0.99, 1e-8, 0.0, 0.0]),
+        (True, True, False, [1e-2, 0.9, 1e-8, 0.1, 0.5]),
+        (False, True, True, [1e-2, 0.3, 1e-3, 0.0, 0.0]),
+        (True, False, False, [1e-1, 0.5, 1e-8, 0.01, 0.0]),
+    ],
+)
+def test_rmsprop_update_matches_cpu(dt, has_mom, centered, maximize, hyper):
+    import plast
+
+    rng = np.random.default_rng(7)
+    shapes = [(40000,), (0,), (3, 5), ()]  # several chunks, an empty parameter, a matrix, a scalar
+    init = [[np.asarray(rng.standard_normal(s), dtype=dt) for s in shapes] for _ in range(5)]
+    init[2] = [np.asarray(np.abs(a), dtype=dt) for a in init[2]]  # square averages are non-negative
+
+    def run(device):
+        p, g, sq, buf, ga = ([plast.tensor(a, device=device) for a in arrs] for arrs in init)
+        steps = [plast.zeros((), dtype=plast.float64, device=device) for _ in shapes]
+        h = plast.tensor(hyper, dtype=plast.float32 if dt is np.float32 else plast.float64, device=device)
+        for _ in range(3):
+            plast.rmsprop_update_(
+                p, g, sq, steps, h,
+                momentum_buffers=buf if has_mom else None, grad_avgs=ga if centered else None, maximize=maximize,
+            )  # fmt: skip
+        return [[t.cpu().numpy() for t in ts] for ts in (p, sq, buf, ga, steps)]
+
+    got, want = run("cuda"), run("cpu")
+    for name, gs, ws in zip(("param", "square_avg", "momentum_buffer", "grad_avg", "step"), got, want):
+        for a, b in zip(gs, ws):
+            np.testing.assert_allclose(a, b, err_msg=name, **TOL[dt])
+    assert [float(s) for s in got[4]] == [3.0] * len(shapes)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_binary_cross_entropy_matches_torch(dt):
+    import torch
+
+    import plast
+
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal((6, 4)).astype(dt)
+    t0 = rng.random((6, 4)).astype(dt)
+    w0 = (rng.random(4) + 0.5).astype(dt)
+    g0 = rng.standard_normal((6, 4)).astype(dt)
+    for reduction in ("mean", "sum", "none"):
+        for logits in (False, True):
+            x = plast.tensor(x0, device="cuda", requires_grad=True)
+            tx = torch.tensor(x0, requires_grad=True)
+            xin, txin = (x, tx) if logits else (plast.sigmoid(x), torch.sigmoid(tx))
+            t, tt = plast.tensor(t0, device="cuda").T.T, torch.tensor(t0)  # a view of the target
+            w, tw = plast.tensor(w0, device="cuda"), torch.tensor(w0)
+            if logits:
+                out = plast.binary_cross_entropy_with_logits(xin, t, w, reduction=reduction, pos_weight=w * 2)
+                tout = torch.nn.functional.binary_cross_entropy_with_logits(
+                    txin, tt, tw, reduction=reduction, pos_weight=tw * 2
+                )
+            else:
+                out = plast.binary_cross_entropy(xin, t, w, reduction=reduction)
+                tout = torch.nn.functional.binary_cross_entropy(txin, tt, tw, reduction=reduction)
+            up = g0 if reduction == "none" else np.array(g0[0, 0])
+            out.backward(plast.tensor(up, device="cuda"))
+            tout.backward(torch.tensor(up))
+            np.testing.assert_allclose(out.detach().cpu().numpy(), tout.detach().numpy(), **TOL[dt])
+            np.testing.assert_allclose(x.grad.cpu().numpy(), tx.grad.numpy(), **TOL[dt])
+    with pytest.raises(ValueError, match=r"between 0 and 1, got \S*1\.5"):
+        plast.binary_cross_entropy(
+            plast.tensor([0.5, 1.5], device="cuda"), plast.tensor([1.0, 0.0], device="cuda")
+        ).tolist()
+
+
+def test_max_ties_and_prod_gradients_match_torch():
+    import torch
+
+    import plast
+
+    a = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, -1.0, 2.0, 2.0], [0.0, 4.0, 0.0, 5.0]], np.float32)
+    g = np.random.default_rng(5).standard_normal(4).astype(np.float32)
+    x = plast.tensor(a, device="cuda", requires_grad=True)
+    tx = torch.tensor(a, requires_grad=True)
+    out = (
+        x.amax() * 2
+        + (x.amax(0) * plast.tensor(g, device="cuda")).sum()
+        + x.prod(1).sum()
+        + x.T.prod(1).sum()
+    )
+    tout = tx.amax() * 2 + (tx.amax(0) * torch.tensor(g)).sum() + tx.prod(1).sum() + tx.T.prod(1).sum()
+    (gx,) = plast.autograd.grad(out, x, create_graph=True)
+    (tgx,) = torch.autograd.grad(tout, tx, create_graph=True)
+    np.testing.assert_allclose(gx.detach().cpu().numpy(), tgx.detach().numpy(), rtol=1e-4, atol=1e-5)
+    w = np.random.default_rng(6).standard_normal(a.shape).astype(np.float32)
+    (gx * plast.tensor(w, device="cuda")).sum().backward()  # prod's second derivative (reduce_prod_others_bw)
+    (tgx * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.cpu().numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)

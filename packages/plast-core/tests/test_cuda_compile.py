@@ -342,6 +342,139 @@ def test_philox_constants_match_cpu_source():
         assert const in cpu and const in cuh, const
 
 
+# ---- RMSprop: the kernel's element update (optim_rmsprop.cuh) compiled for the host against the CPU backend --
+
+RMSPROP_SHIM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "optim_rmsprop.cuh"
+
+template <typename T> static int run(char **argv) {
+    long n = atol(argv[2]), steps = atol(argv[3]);
+    int has_mom = atoi(argv[4]), centered = atoi(argv[5]), maximize = atoi(argv[6]);
+    double hyper[5];
+    for (int j = 0; j < 5; j++) hyper[j] = strtod(argv[7 + j], 0);
+    T *a = (T *)calloc(5 * (size_t)n + 1, sizeof(T));  /* p, g, square_avg, buf, grad_avg */
+    if (fread(a, sizeof(T), 5 * (size_t)n, stdin) != 5 * (size_t)n) return 2;
+    const RmsCoef<T> k = plast_rmsprop_coef<T>(hyper, has_mom, centered, maximize);
+    for (long s = 0; s < steps; s++)
+        for (long i = 0; i < n; i++) plast_rmsprop_elem<T>(k, a[n + i], a + i, a + 2 * n + i, a + 3 * n + i, a + 4 * n + i);
+    fwrite(a, sizeof(T), 5 * (size_t)n, stdout);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 12) return 3;
+    return atoi(argv[1]) ? run<double>(argv) : run<float>(argv);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def rmsprop_shim(tmp_path_factory):
+    if CXX is None:
+        pytest.skip("no host C++ compiler (g++)")
+    d = tmp_path_factory.mktemp("rmsprop")
+    (d / "shim.cpp").write_text(RMSPROP_SHIM)
+    exe = d / "shim"
+    # -ffp-contract=off: only the header's explicit fma calls fuse, as the *_rn intrinsics do on the device
+    subprocess.run(
+        [
+            CXX,
+            "-O2",
+            "-ffp-contract=off",
+            "-I",
+            str(loader.KERNEL_DIR),
+            str(d / "shim.cpp"),
+            "-o",
+            str(exe),
+            "-lm",
+        ],
+        check=True,
+    )
+
+    def run(arrays, steps, has_mom, centered, maximize, hyper):
+        dt = arrays[0].dtype
+        data = np.concatenate([a.reshape(-1) for a in arrays]).astype(dt)
+        args = [str(exe), str(int(dt == np.float64)), str(arrays[0].size), str(steps)]
+        args += [str(int(has_mom)), str(int(centered)), str(int(maximize))] + [float(h).hex() for h in hyper]
+        res = subprocess.run(args, input=data.tobytes(), capture_output=True, check=True)
+        return np.frombuffer(res.stdout, dtype=dt).reshape(5, -1)
+
+    return run
+
+
+RMS_CASES = {
+    "plain": (False, False, False, [1e-2, 0.99, 1e-8, 0.0, 0.0]),
+    "momentum": (True, False, False, [1e-2, 0.9, 1e-6, 0.0, 0.9]),
+    "centered": (False, True, False, [3e-2, 0.99, 1e-8, 0.0, 0.0]),
+    "centered-momentum-wd": (True, True, False, [1e-2, 0.9, 1e-8, 0.1, 0.5]),
+    "large-weight-lerp": (
+        False,
+        True,
+        True,
+        [1e-2, 0.3, 1e-3, 0.0, 0.0],
+    ),  # |1 - alpha| >= 0.5: the other branch
+    "buffers-but-no-momentum": (True, False, False, [1e-1, 0.5, 1e-8, 0.01, 0.0]),
+    "maximize-wd": (False, False, True, [5e-3, 0.95, 1e-8, 1e-2, 0.0]),
+}
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("case", sorted(RMS_CASES))
+def test_rmsprop_element_update_matches_cpu(rmsprop_shim, rng, dt, case):
+    import plast
+
+    has_mom, centered, maximize, hyper = RMS_CASES[case]
+    n = 1037  # not a multiple of any vector width: the CPU's masked tail is compared too
+    p, g = rng.standard_normal(n).astype(dt), rng.standard_normal(n).astype(dt)
+    sq = (rng.random(n) * 2).astype(dt)
+    buf, ga = rng.standard_normal(n).astype(dt), (rng.standard_normal(n) * 0.1).astype(dt)
+    got = rmsprop_shim([p, g, sq, buf, ga], 3, has_mom, centered, maximize, hyper)
+    tp, tg, tsq, tbuf, tga = (plast.tensor(a) for a in (p, g, sq, buf, ga))
+    step = plast.zeros((), dtype=plast.float64)
+    h = plast.tensor(hyper, dtype=plast.float64)
+    for _ in range(3):
+        plast.rmsprop_update_(
+            [tp], [tg], [tsq], [step], h,
+            momentum_buffers=[tbuf] if has_mom else None,
+            grad_avgs=[tga] if centered else None,
+            maximize=maximize,
+        )  # fmt: skip
+    want = [tp.numpy(), g, tsq.numpy(), tbuf.numpy(), tga.numpy()]
+    # contiguous tensors of one dtype take the CPU's C kernel (csrc/optim.c), whose rounding (each op in the
+    # dtype, FMAs where torch has them) the header copies: bit for bit
+    for name, a, b in zip(("param", "grad", "square_avg", "momentum_buffer", "grad_avg"), got, want):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert step.item() == 3.0
+
+
+@pytest.mark.parametrize("opt", ["rmsprop", "adam"])
+def test_fused_updates_count_each_step_once(opt):
+    """Empty parameters have no chunk, yet count a step as on the CPU: once by the table's opt_step_incr when
+    their dtype has a table, once by a launch of their own when it doesn't (here float64)."""
+    import plast
+
+    def run():
+        ps = [plast.zeros(0), plast.randn(5), plast.zeros(0, dtype=plast.float64)]
+        steps = [plast.zeros((), dtype=plast.float64) for _ in ps]
+        state = [[plast.zeros_like(p) for p in ps] for _ in range(2)]
+        if opt == "rmsprop":
+            h = plast.tensor([1e-2, 0.99, 1e-8, 0.0, 0.0], dtype=plast.float64)
+            plast.rmsprop_update_(ps, ps, state[0], steps, h)
+        else:
+            h = plast.tensor([1e-2, 0.9, 0.999, 1e-8, 0.0], dtype=plast.float64)
+            plast.adam_update_(ps, ps, state[0], state[1], steps, h)
+        assert [s.item() for s in steps] == [1.0, 1.0, 1.0]
+
+    calls = [c for c in harness.capture(run) if c.name == f"{opt}_update"]
+    records, failures = harness.dry_run(calls)
+    assert not failures
+    kernels = [r.kernel for r in records]
+    assert kernels.count("opt_step_incr") == 2 and kernels.count(f"{opt}_f32") == 1, kernels
+    assert f"{opt}_f64" not in kernels
+
+
 # ---- device arena bookkeeping ------------------------------------------------------------------------------
 
 
@@ -562,6 +695,33 @@ def test_attention_and_philox_launchers_match_signatures(signatures):
     }
 
 
+def test_float64_launchers_match_signatures(signatures):
+    """The workload runs float32; the float64 instantiations of RMSprop, binary cross-entropy, tie weights and
+    prod backward are checked here."""
+    import plast
+
+    def run():
+        f64 = plast.float64
+        p, g = plast.randn(5, 3, dtype=f64), plast.randn(5, 3, dtype=f64)
+        sq, buf, ga = (plast.zeros(5, 3, dtype=f64) for _ in range(3))
+        h = plast.tensor([1e-2, 0.9, 1e-8, 0.1, 0.5], dtype=f64)
+        step = plast.zeros((), dtype=f64)
+        plast.rmsprop_update_([p], [g], [sq], [step], h, momentum_buffers=[buf], grad_avgs=[ga])
+        x = plast.randn(4, 3, dtype=f64, requires_grad=True)
+        t = plast.rand(4, 3, dtype=f64)
+        loss = plast.binary_cross_entropy(plast.sigmoid(x), t, weight=plast.rand(3, dtype=f64))
+        loss = loss + plast.binary_cross_entropy_with_logits(x, t, pos_weight=plast.rand(3, dtype=f64) + 1)
+        (gx,) = plast.autograd.grad(loss + x.amax(1).sum() + x.prod(0).sum(), x, create_graph=True)
+        gx.sum().backward()
+        plast.forward(x.grad)
+
+    records, failures = harness.dry_run(harness.capture(run), signatures)
+    assert not failures, failures
+    want = {"rmsprop_f64", "bce_f64", "bce_logits_f64", "bce_bwd_f64", "bce_finish_f64", "tie_weights_f64"}
+    want |= {"prod_others_f64", "prod_others_bw_f64", "opt_step_incr"}
+    assert want <= {r.kernel for r in records}
+
+
 def test_tf32_path_launches_the_tensor_core_kernel(signatures):
     import plast.backends.cuda as cuda
     from plast.backends.cuda import kernels_nn
@@ -603,9 +763,7 @@ def test_register_fills_the_cuda_column():
     try:
         implemented, stubbed = kernels.register_cuda_kernels()
         assert set(implemented) | set(stubbed) == set(OPS)
-        assert (
-            "matmul" in implemented and "layer_norm_backward" in implemented and "adam_update" in implemented
-        )
+        assert {"matmul", "layer_norm_backward", "adam_update", "rmsprop_update"} <= set(implemented)
         assert all(OPS[n].kernels.get("cuda") is not None for n in OPS)
         stub = OPS[stubbed[0]].kernels["cuda"] if stubbed else None
         if stub is not None:

@@ -92,3 +92,88 @@ def test_write_is_atomic(tmp_path, monkeypatch):
 def test_unsupported_objects_are_refused(tmp_path):
     with pytest.raises(TypeError, match="pickle is never used"):
         plast.save({"f": object()}, tmp_path / "x.safetensors")
+
+
+# ---- devices and map_location (CPU-only checks; the fake-GPU ones are in test_cuda_wiring.py) ----------------
+
+
+def _file_with_device(path, device):
+    """A plast file whose tree says tensor "w" was saved from `device` (what plast.save writes for GPU tensors)."""
+    import json
+
+    from safetensors.numpy import save_file
+
+    from plast import serialization
+
+    tree = {"w": {"__tensor__": "w", "device": device}, "b": {"__tensor__": "b"}}
+    meta = {"format": serialization.FORMAT, serialization._TREE_KEY: json.dumps(tree)}
+    save_file({"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(2)}, str(path), metadata=meta)
+
+
+@pytest.fixture
+def cuda_missing(monkeypatch):
+    import plast.backends.cuda as cuda_backend
+    from plast import _arenas
+
+    saved = _arenas._arenas.pop("cuda", None)
+    monkeypatch.setattr(cuda_backend, "_probe", (False, "no CUDA device found", {}))
+    yield
+    _arenas._arenas.pop("cuda", None)
+    if saved is not None:
+        _arenas._arenas["cuda"] = saved
+
+
+def test_cpu_tensors_are_saved_without_a_device(tmp_path):
+    import json
+
+    from safetensors import safe_open
+
+    plast.save({"w": plast.ones(2), "n": {"s": plast.zeros(())}}, tmp_path / "c.safetensors")
+    with safe_open(str(tmp_path / "c.safetensors"), framework="numpy") as f:
+        tree = json.loads(f.metadata()["plast"])
+    assert tree == {"w": {"__tensor__": "w"}, "n": {"s": {"__tensor__": "n.s"}}}
+
+
+def test_gpu_file_without_a_gpu_says_to_map_to_cpu(tmp_path, cuda_missing):
+    """As torch.load: the default restores the saved device, and a missing GPU is an error with the way out."""
+    p = tmp_path / "gpu.safetensors"
+    _file_with_device(p, "cuda")
+    with pytest.raises(plast.cuda.CudaUnavailableError, match=r"map_location='cpu'") as e:
+        plast.load(p)
+    assert "no CUDA device found" in str(e.value)
+    for loc in ("cpu", plast.device("cpu"), {"cuda:0": "cpu"}, {"cuda": "cpu"}, lambda t, loc: t):
+        back = plast.load(p, map_location=loc)
+        assert back["w"].device == "cpu" and back["b"].device == "cpu"
+        assert back["w"].tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    with pytest.raises(plast.cuda.CudaUnavailableError, match="no CUDA device found"):
+        plast.load(p, map_location="cuda")
+    back, meta = plast.load(p, map_location="cpu", with_metadata=True)
+    assert back["b"].dtype == plast.float64 and meta == {}
+
+
+def test_map_location_on_cpu_files(tmp_path):
+    p = tmp_path / "cpu.safetensors"
+    plast.save({"w": plast.arange(3)}, p)
+    for loc in (None, "cpu", {"cuda": "cpu"}, lambda t, loc: None, lambda t, loc: t * 2):
+        back = plast.load(p, map_location=loc)
+        assert back["w"].device == "cpu"
+    assert plast.load(p, map_location=lambda t, loc: t * 2)["w"].tolist() == [0, 2, 4]
+    assert plast.load(p, None)["w"].tolist() == [0, 1, 2]  # positional, as torch.load(f, map_location)
+
+
+def test_bad_map_location_and_devices(tmp_path):
+    p = tmp_path / "cpu.safetensors"
+    plast.save({"w": plast.ones(2)}, p)
+    with pytest.raises(TypeError, match="map_location must be"):
+        plast.load(p, map_location=3)
+    with pytest.raises(ValueError, match="unknown device"):
+        plast.load(p, map_location="tpu")
+    with pytest.raises(TypeError, match="must return a tensor or None"):
+        plast.load(p, map_location=lambda t, loc: t.numpy())
+    bad = tmp_path / "bad.safetensors"
+    _file_with_device(bad, "tpu:3")
+    with pytest.raises(plast.CheckpointError, match="unknown device 'tpu:3'"):
+        plast.load(bad)
+    with pytest.raises(plast.CheckpointError, match="unknown device"):
+        plast.load(bad, map_location={"cpu": "cpu"})  # a mapping that needs the saved location reads it
+    assert plast.load(bad, map_location="cpu")["w"].device == "cpu"  # one that doesn't, doesn't (as torch)

@@ -5,19 +5,44 @@ import contextlib
 
 from .devices import Device, as_device
 from .memory.arena import Arena
+from .memory.arena import view_of as _cpu_view_of
 
 _arenas = {}  # device type -> (persistent, transient)
 
 
 def _make(dev_type, persistent_bytes=None, transient_bytes=None, grow=True):
-    if dev_type != "cpu":
-        raise NotImplementedError(
-            "CUDA arenas come with the CUDA backend (issue: 'CUDA backend through PyCUDA'); only the CPU exists now"
-        )
-    p = Arena("persistent", False, persistent_bytes or 0, grow)
-    t = Arena("transient", True, transient_bytes or 0, grow)
+    if dev_type == "cuda":
+        p, t = _make_cuda(persistent_bytes, transient_bytes, grow)
+    else:
+        p = Arena("persistent", False, persistent_bytes or 0, grow)
+        t = Arena("transient", True, transient_bytes or 0, grow)
     _arenas[dev_type] = (p, t)
     return p, t
+
+
+def _make_cuda(persistent_bytes, transient_bytes, grow):
+    """Device arenas from the CUDA backend, imported only now (the first CUDA tensor or init_arenas): pycuda
+    stays unimported in CPU-only programs. Raises CudaUnavailableError saying why when there is no usable GPU."""
+    from .backends import cuda as backend
+
+    backend.require()
+    from .backends.cuda import memory
+
+    pair = memory.make_arenas(persistent_bytes, transient_bytes, grow)
+    if "cuda" not in _arenas:
+        # the op table's "cuda" column is filled before any CUDA tensor exists
+        backend.register_cuda_kernels()
+    return pair
+
+
+def view_of(block, byte_offset, nbytes):
+    """A storage for bytes [byte_offset, byte_offset + nbytes) of `block`, on the block's device (the memory
+    planner lays out a graph's intermediates in one block this way)."""
+    if getattr(block, "device_type", "cpu") == "cuda":
+        from .backends.cuda.memory import view_of as cuda_view_of
+
+        return cuda_view_of(block, byte_offset, nbytes)
+    return _cpu_view_of(block, byte_offset, nbytes)
 
 
 def arenas(dev_type="cpu"):
@@ -40,6 +65,9 @@ def init_arenas(device=Device.CPU, persistent_bytes=None, transient_bytes=None, 
 
     With ``grow=False`` each arena holds exactly the bytes given and a request that does not fit raises
     ArenaExhaustedError. Calling it again replaces the arenas; tensors made before keep their memory alive.
+
+    ``device=plast.Device.CUDA`` (or "cuda") makes the GPU's arenas; without a usable GPU it raises
+    CudaUnavailableError saying why.
 
     >>> import plast
     >>> plast.init_arenas(device=plast.Device.CPU)

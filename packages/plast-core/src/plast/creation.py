@@ -25,15 +25,16 @@ def _shape_arg(size, fn):
 
 
 def _device(device):
-    dev = as_device(device)
-    if dev.type != "cpu":
-        raise NotImplementedError("CUDA tensors come with the CUDA backend; only the CPU exists now")
-    return dev
+    """The device object for `device`; for CUDA, its arenas and kernels are set up now (CudaUnavailableError
+    says why when there is no usable GPU)."""
+    from .ops.device import _check_device
+
+    return _check_device(as_device(device))
 
 
-def _new_leaf(shape, dtype, device, requires_grad=False):
+def _new_leaf(shape, dtype, device, requires_grad=False, zero=False):
     dev = _device(device)
-    st = _arenas.persistent(dev.type).new(numel(shape) * dtype.itemsize)
+    st = _arenas.persistent(dev.type).new(numel(shape) * dtype.itemsize, zero)
     t = Tensor._from_storage(st, shape, dtype, dev)
     if requires_grad:
         t.requires_grad_(True)
@@ -41,14 +42,24 @@ def _new_leaf(shape, dtype, device, requires_grad=False):
 
 
 def _leaf_array(t):
-    """Writable numpy view of a fresh persistent leaf (for filling it)."""
+    """Writable numpy view of a fresh persistent CPU leaf (for filling it)."""
     return np.frombuffer(t._storage, dtype=t.dtype.np, count=t.numel()).reshape(t.shape)
+
+
+def _write(t, arr):
+    """Fill a fresh leaf with host values (copied to the GPU for a CUDA leaf)."""
+    if t.device.type == "cpu":
+        _leaf_array(t)[...] = arr
+    else:
+        from .ops.device import write_host
+
+        write_host(t, arr)
 
 
 def _from_array(arr, dtype, device, requires_grad):
     t = _new_leaf(arr.shape, dtype, device, requires_grad)
     if arr.size:
-        _leaf_array(t)[...] = arr
+        _write(t, arr)
     return t
 
 
@@ -93,6 +104,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     plast.int64
     """
     arr, inferred = _to_numpy(data)
+    if device is None and isinstance(data, Tensor):
+        device = data.device  # a copy of a tensor stays on its device, as in torch
     if dtype is not None:
         dt = dtypes.as_dtype(dtype)
     elif inferred is not None:
@@ -144,7 +157,16 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
             if isinstance(fill_value, (int, np.integer))
             else dtypes.float32
         )
-    t = _new_leaf(shape, dtypes.as_dtype(dtype), device, requires_grad)
+    dt = dtypes.as_dtype(dtype)
+    if as_device(device).type == "cuda":
+        # zeros: a memset; other values: one fill kernel on the device
+        t = _new_leaf(shape, dt, device, requires_grad, zero=fill_value == 0)
+        if t.numel() and fill_value != 0:
+            from .backends.cuda import kernels as cuda_kernels
+
+            cuda_kernels.fill_value(cuda_kernels.addr(t), t._shape, t._strides, dt.code, fill_value)
+        return t
+    t = _new_leaf(shape, dt, device, requires_grad)
     if t.numel():
         _leaf_array(t).fill(fill_value)
     return t
@@ -176,24 +198,24 @@ def _like(t, dtype):
     return t.shape, (dtype or t.dtype)
 
 
-def zeros_like(t, dtype=None, requires_grad=False):
+def zeros_like(t, dtype=None, requires_grad=False, device=None):
     shape, dt = _like(t, dtype)
-    return zeros(shape, dtype=dt, requires_grad=requires_grad)
+    return zeros(shape, dtype=dt, device=device or t.device, requires_grad=requires_grad)
 
 
-def ones_like(t, dtype=None, requires_grad=False):
+def ones_like(t, dtype=None, requires_grad=False, device=None):
     shape, dt = _like(t, dtype)
-    return ones(shape, dtype=dt, requires_grad=requires_grad)
+    return ones(shape, dtype=dt, device=device or t.device, requires_grad=requires_grad)
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False):
+def full_like(t, fill_value, dtype=None, requires_grad=False, device=None):
     shape, dt = _like(t, dtype)
-    return full(shape, fill_value, dtype=dt, requires_grad=requires_grad)
+    return full(shape, fill_value, dtype=dt, device=device or t.device, requires_grad=requires_grad)
 
 
-def empty_like(t, dtype=None, requires_grad=False):
+def empty_like(t, dtype=None, requires_grad=False, device=None):
     shape, dt = _like(t, dtype)
-    return empty(shape, dtype=dt, requires_grad=requires_grad)
+    return empty(shape, dtype=dt, device=device or t.device, requires_grad=requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
@@ -235,7 +257,27 @@ def _random_leaf(kind, size, fn, p1, p2, generator, dtype, device, requires_grad
     if not dt.is_floating_point:
         raise DTypeError(f"{fn}: dtype must be floating point, got {dt}")
     t = _new_leaf(shape, dt, device, requires_grad)
+    if t.device.type == "cuda":
+        return _fill_random_cuda(t, kind, p1, p2, generator)
     return random.fill_tensor(t, kind, p1, p2, generator)
+
+
+def _fill_random_cuda(t, kind, p1, p2, generator):
+    """random.fill_tensor's twin on the GPU: the Philox kernel draws the CPU's numbers for the same
+    (seed, offset), and the generator's offset moves the same way."""
+    from .backends.cuda import kernels, kernels_nn
+
+    g = random._gen(generator)
+
+    def draw(out):
+        n = out.numel()
+        if n:
+            seed, off = g._take(random.blocks_for(kind, out.dtype.code, n))
+            kernels_nn.philox_fill(kind, out.dtype.code, seed, off, kernels.addr(out), n, p1, p2)
+
+    draw(t)
+    jit.note_random(draw, t, f"random_{kind}")
+    return t
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
@@ -270,16 +312,16 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
         raw = np.empty(2 * n, dtype=np.uint32)
         random.fill("u32", raw.__array_interface__["data"][0], 0, 2 * n, 0.0, 0.0, g)
         vals = (raw.view(np.uint64) % span).astype(np.int64) + low
-        _leaf_array(out)[...] = vals.reshape(out.shape).astype(dt.np)
+        _write(out, vals.reshape(out.shape).astype(dt.np))
 
     draw(t)
     jit.note_random(draw, t, "randint")
     return t
 
 
-def rand_like(t, generator=None, dtype=None):
-    return rand(t.shape, generator=generator, dtype=dtype or t.dtype)
+def rand_like(t, generator=None, dtype=None, device=None):
+    return rand(t.shape, generator=generator, dtype=dtype or t.dtype, device=device or t.device)
 
 
-def randn_like(t, generator=None, dtype=None):
-    return randn(t.shape, generator=generator, dtype=dtype or t.dtype)
+def randn_like(t, generator=None, dtype=None, device=None):
+    return randn(t.shape, generator=generator, dtype=dtype or t.dtype, device=device or t.device)

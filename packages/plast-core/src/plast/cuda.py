@@ -1,7 +1,8 @@
 """plast.cuda: is a GPU usable, and why not (torch.cuda's names).
 
-The CUDA backend's kernels, loader and device arena live in plast.backends.cuda; moving tensors to the GPU
-(``.to("cuda")``, ``device="cuda"``) is wired into the engine with the CUDA issue's GPU check.
+The CUDA backend's kernels, loader and device arenas live in plast.backends.cuda and are imported when the first
+CUDA tensor is asked for (``device="cuda"``, ``.cuda()``, ``.to("cuda")``, ``init_arenas(device="cuda")``);
+where no GPU is usable those raise ``CudaUnavailableError`` with unavailable_reason()'s text.
 
 >>> import plast
 >>> isinstance(plast.cuda.is_available(), bool)
@@ -9,6 +10,7 @@ True
 """
 
 from .backends import cuda as _backend
+from .backends.cuda import CudaUnavailableError
 
 
 def is_available():
@@ -25,4 +27,12 @@ def device_count():
     return 1 if _backend.is_available() else 0
 
 
-__all__ = ["is_available", "unavailable_reason", "device_count"]
+def synchronize():
+    """Wait for every kernel queued on the GPU (for timing; reading a value waits by itself)."""
+    _backend.require("plast.cuda.synchronize()")
+    from .backends.cuda import loader
+
+    loader.driver().Context.synchronize()
+
+
+__all__ = ["CudaUnavailableError", "is_available", "unavailable_reason", "device_count", "synchronize"]

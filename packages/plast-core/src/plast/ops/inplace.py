@@ -70,20 +70,79 @@ def zero_(t):
 
 
 def copy_(t, src):
-    """Copy src's values into t (broadcasting src to t's shape, casting to t's dtype)."""
+    """Copy src's values into t (broadcasting src to t's shape, casting to t's dtype), from any device."""
     from ..tensor import Tensor
 
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_ expects a tensor, got {type(src).__name__}")
+    if src.device != t.device:
+        return _copy_across(t, src)
     return apply_inplace(t, lambda old: movement.expand(movement.cast(src, t.dtype), t.shape), "copy_")
 
 
+def _copy_across(t, src):
+    """copy_ from another device. Outside a graph the values cross once, straight into t's memory (host values
+    are broadcast and cast on the host); otherwise src moves by the ``to_device`` op, so the gradient goes back
+    to src's device, and the copy is an ordinary in-place op on t's device."""
+    from ..engine import autograd_state
+    from ..engine.inplace import write_inplace
+    from ..errors import ShapeError
+    from .device import to_device
+    from .shapes import broadcast_shapes
+
+    if broadcast_shapes(tuple(src.shape), tuple(t.shape), op="copy_") != tuple(t.shape):
+        raise ShapeError(
+            f"copy_: src of shape {tuple(src.shape)} can't be broadcast to the destination's shape "
+            f"{tuple(t.shape)}"
+        )
+    if not (src.requires_grad and autograd_state.grad_enabled):
+        if write_inplace(t, lambda dst: _write_across(dst, src), "copy_") is not None:
+            return t
+    # the cast runs on the CPU side: before the transfer to a GPU, after the transfer from one
+    if t.device.type == "cpu":
+        moved = to_device(src, t.device)
+    else:
+        moved = to_device(movement.cast(src, t.dtype), t.device)
+    return apply_inplace(t, lambda old: movement.expand(movement.cast(moved, t.dtype), t.shape), "copy_")
+
+
+def _write_across(dst, src):
+    """dst[...] = src for realized tensors on two devices, one of them the CPU."""
+    from .device import host_array, write_host
+
+    src._realized()
+    if dst.device.type != "cpu":
+        write_host(dst, host_array(src))  # broadcast and cast on the host, then one host-to-device copy
+        return
+    if not dst.numel():
+        return
+    from ..backends.cpu.kernels import np_view
+
+    view = np_view(dst)
+    if src.dtype is dst.dtype and tuple(src.shape) == tuple(dst.shape) and view.flags.c_contiguous:
+        from ..backends.cuda import transfer
+
+        transfer.to_host_array(src, out=view)  # device to host, straight into dst's memory
+    else:
+        view[...] = host_array(src)  # numpy's assignment broadcasts and casts, as the CPU cast kernel does
+
+
 def _random_(t, kind, p1, p2, generator, opname):
-    from ..creation import empty
+    """Fill t from the Philox stream of `generator` on t's device (the CUDA kernel draws the CPU's numbers for the
+    same seed). A contiguous t outside any graph is filled in its own memory; otherwise a fresh tensor is drawn
+    and copied in."""
+    from ..creation import _fill_random_cuda, empty
+    from ..engine.inplace import write_inplace
 
     if not t.dtype.is_floating_point:
         raise TypeError(f"{opname} needs a floating point tensor, got {t.dtype}")
-    fresh = random.fill_tensor(empty(t.shape, dtype=t.dtype), kind, p1, p2, generator)
+    fill = _fill_random_cuda if t.device.type == "cuda" else random.fill_tensor
+    if t.grad_fn is None:
+        t._realized()  # its layout is final only once it has memory
+        if t.is_contiguous():
+            if write_inplace(t, lambda dst: fill(dst, kind, p1, p2, generator), opname) is not None:
+                return t
+    fresh = fill(empty(t.shape, dtype=t.dtype, device=t.device), kind, p1, p2, generator)
     return apply_inplace(t, lambda old: fresh, opname)
 
 

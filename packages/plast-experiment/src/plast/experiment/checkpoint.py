@@ -88,12 +88,13 @@ class Checkpoint:
     meta: dict = field(default_factory=dict)
 
     def load_model_state(self) -> dict:
-        """The model's state dict (plast tensors)."""
-        return plast.load(self.path / MODEL_FILE)
+        """The model's state dict (plast tensors, on the CPU: load_state_dict copies them to the model's device,
+        so a GPU run's checkpoint also loads where there is no GPU)."""
+        return plast.load(self.path / MODEL_FILE, map_location="cpu")
 
     def load_state(self) -> dict:
-        """The training state saved with the model (optimizer, scheduler, RNG, data, counters)."""
-        return plast.load(self.path / STATE_FILE)
+        """The training state saved with the model (optimizer, scheduler, RNG, data, counters), on the CPU."""
+        return plast.load(self.path / STATE_FILE, map_location="cpu")
 
     def file(self, name: str) -> Path:
         """The path of an extra file saved with the checkpoint (e.g. ``tokenizer.txt``)."""

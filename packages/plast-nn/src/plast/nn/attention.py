@@ -223,7 +223,7 @@ class MultiheadAttention(Module):
         k = k.reshape(N, S, H, hd).transpose(1, 2)
         v = v.reshape(N, S, H, hd).transpose(1, 2)
         if self.add_zero_attn:
-            z = plast.zeros(N, H, 1, hd, dtype=k.dtype)
+            z = plast.zeros(N, H, 1, hd, dtype=k.dtype, device=k.device)
             k = plast.cat([k, z], dim=2)
             v = plast.cat([v, z], dim=2)
             S += 1

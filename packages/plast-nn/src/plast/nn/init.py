@@ -186,7 +186,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         if u.numel():
             u.uniform_(lo, hi, generator=generator)
         vals = np.clip(mean + std * _ndtri(u.numpy()), a, b)
-        tensor.copy_(plast.tensor(vals, dtype=plast.float64))
+        tensor.copy_(plast.tensor(vals, dtype=plast.float64, device=tensor.device))
     return tensor
 
 

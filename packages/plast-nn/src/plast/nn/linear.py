@@ -14,8 +14,8 @@ from .parameter import Parameter
 def _factory_dtype(device, dtype):
     if device is not None and plast.device(device).type != "cpu":
         raise NotImplementedError(
-            f"layers on {device} come with the CUDA backend (issue: 'CUDA backend through PyCUDA'); only the CPU "
-            "exists now"
+            f"layers are built on the CPU: a CUDA device as a layer argument (device={str(device)!r}) is not "
+            f"supported yet; make the layer, then move it with .to({str(device)!r})"
         )
     return plast.float32 if dtype is None else plast.dtypes.as_dtype(dtype)
 

@@ -15,7 +15,7 @@ from plast.engine import jit as _jit
 from plast.errors import CheckpointError
 from plast.tensor import Tensor
 
-from .parameter import Buffer, Parameter, _rebind
+from .parameter import Buffer, Parameter, _persistent_leaf, _rebind
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -352,7 +352,8 @@ class Module:
 
     # ---- dtype and device ----
     def _apply(self, fn):
-        """Replace every parameter's and buffer's value by fn(value), keeping the Parameter objects."""
+        """Replace every parameter's, gradient's and buffer's value by fn(value), keeping the Parameter objects
+        (torch's ``param.data = fn(param)``: optimizers and tied modules still hold the same objects)."""
         for m in self.children():
             m._apply(fn)
         with plast.no_grad():
@@ -360,25 +361,32 @@ class Module:
                 if p is None:
                     continue
                 new = fn(p.detach())
-                if new is not p and (new.dtype != p.dtype or new.device != p.device):
-                    _rebind(p, new.clone())
-                    if p.grad is not None:
-                        p.grad = fn(p.grad).clone()
+                if new.dtype != p.dtype or new.device != p.device:
+                    _rebind(p, _persistent_leaf(new))
+                g = p.grad
+                if g is not None:
+                    new = fn(g)
+                    if new.dtype != g.dtype or new.device != g.device:
+                        p.grad = _persistent_leaf(new)
             for name, b in self._buffers.items():
                 if b is not None:
                     new = fn(b)
-                    # a converted buffer is an op result: give it persistent memory, as parameters have
-                    self._buffers[name] = b if new is b else new.clone()
+                    # a converted buffer may be an op result: give it persistent memory, as parameters have
+                    self._buffers[name] = b if new is b else _persistent_leaf(new)
         return self
 
     def to(self, *args, **kwargs):
-        """Cast floating parameters and buffers to a dtype (``to(plast.float64)``), or move them to a device
-        (only the CPU exists now)."""
+        """Move parameters, their gradients and buffers to a device and/or cast the floating ones to a dtype, in
+        place (``to("cuda")``, ``to(plast.float64)``, ``to("cuda", plast.float64)``, ``to(tensor)``); returns
+        self. Parameter objects keep their identity: an optimizer made before the move still holds them."""
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        if len(args) > 2:
+            raise TypeError(f"to() takes at most 2 positional arguments (device, dtype), got {len(args)}")
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
@@ -386,20 +394,21 @@ class Module:
                 dtype = a
             else:
                 device = a
-        if device is not None:
-            dev = plast.device(device)
-            if dev.type != "cpu":
-                raise NotImplementedError(
-                    f"moving a module to {dev} comes with the CUDA backend (issue: 'CUDA backend through "
-                    "PyCUDA'); only the CPU exists now"
-                )
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
+        if device is not None:
+            device = plast.device(f"cuda:{device}" if isinstance(device, int) else device)
 
         def convert(t):
-            if dtype is not None and t.dtype.is_floating_point and t.dtype != dtype:
-                return t.to(dtype)
-            return t
+            cast = dtype if dtype is not None and t.dtype.is_floating_point and t.dtype != dtype else None
+            if device is None or t.device == device:
+                return t if cast is None else t.to(cast)
+            # a cast next to a move runs on the CPU side (before an upload, after a download): the CPU has a
+            # kernel for every cast, and no device kernel is needed to move a model
+            if cast is not None and t.device.type == "cpu":
+                return t.to(cast).to(device)
+            out = t.to(device)
+            return out if cast is None else out.to(cast)
 
         return self._apply(convert)
 
@@ -410,13 +419,18 @@ class Module:
         return self.to(plast.float64)
 
     def cpu(self):
-        return self
+        """Move every parameter, gradient and buffer to the CPU (in place); returns self."""
+        return self.to("cpu")
 
     def cuda(self, device=None):
-        raise NotImplementedError(
-            "Module.cuda() comes with the CUDA backend (issue: 'CUDA backend through PyCUDA'); only the CPU "
-            "exists now"
+        """Move every parameter, gradient and buffer to the GPU (in place); returns self. plast drives one GPU,
+        ``cuda:0``."""
+        dev = plast.device(
+            "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device
         )
+        if dev.type != "cuda":
+            raise ValueError(f"Module.cuda(): expected a CUDA device, got {dev}")
+        return self.to(dev)
 
     # ---- state dicts ----
     def _save_to_state_dict(self, destination, prefix, keep_vars):
@@ -476,6 +490,8 @@ class Module:
                 continue
             try:
                 with plast.no_grad():
+                    if src.device != dst.device:  # a checkpoint read on the host into a model on the GPU
+                        src = src.to(dst.device)
                     dst.copy_(src)
             except Exception as e:  # noqa: BLE001 - reported with the key, as torch does
                 error_msgs.append(

@@ -188,7 +188,7 @@ class _BatchNorm(Module):
         key = prefix + "num_batches_tracked"
         if self.num_batches_tracked is not None and key not in state_dict:
             state_dict = dict(state_dict)
-            state_dict[key] = plast.zeros((), dtype=plast.int64)
+            state_dict[key] = plast.zeros((), dtype=plast.int64, device=self.num_batches_tracked.device)
         super()._load_from_state_dict(state_dict, prefix, missing_keys, unexpected_keys, error_msgs)
 
     def extra_repr(self):

@@ -111,7 +111,7 @@ class LearnedPositionalEmbedding(Module):
         t = x.shape[1]
         if offset + t > self.max_len:
             raise ShapeError(f"{self!r}: positions {offset}..{offset + t - 1} exceed max_len={self.max_len}")
-        pos = plast.arange(offset, offset + t)
+        pos = plast.arange(offset, offset + t, device=x.device)
         return x + F.embedding(pos, self.weight)
 
     def extra_repr(self):
@@ -173,7 +173,8 @@ class TransformerBlock(Module):
             )
         is_causal = False
         if self.causal:
-            cm = causal_mask(x.shape[1], dtype=x.dtype if x.dtype.is_floating_point else plast.float32)
+            dt = x.dtype if x.dtype.is_floating_point else plast.float32
+            cm = causal_mask(x.shape[1], dtype=dt, device=x.device)
             if attn_mask is None:
                 attn_mask, is_causal = cm, True
             else:

@@ -75,7 +75,8 @@ class Adam(Optimizer):
         for group in self.param_groups:
             hyper = self._hyper(group)
             amsgrad = bool(group["amsgrad"])
-            key = (amsgrad, bool(group["decoupled_weight_decay"]), bool(group["maximize"]))
+            # one fused call per device: groups on different devices never share an update
+            key = (amsgrad, bool(group["decoupled_weight_decay"]), bool(group["maximize"]), hyper.device)
             lists = calls.setdefault(key, ([], [], [], [], [], [], []))
             params, grads, exp_avgs, exp_avg_sqs, steps, maxes, hypers = lists
             for p in group["params"]:
@@ -83,7 +84,7 @@ class Adam(Optimizer):
                     continue
                 state = self.state[p]
                 if len(state) == 0:
-                    state["step"] = plast.zeros((), dtype=plast.float64)
+                    state["step"] = plast.zeros((), dtype=plast.float64, device=p.device)
                     state["exp_avg"] = plast.zeros_like(p)
                     state["exp_avg_sq"] = plast.zeros_like(p)
                     if amsgrad:
@@ -98,7 +99,7 @@ class Adam(Optimizer):
                 hypers.append(hyper)
                 if amsgrad:
                     maxes.append(state["max_exp_avg_sq"])
-        for (amsgrad, decoupled, maximize), (
+        for (amsgrad, decoupled, maximize, _), (
             params,
             grads,
             exp_avgs,

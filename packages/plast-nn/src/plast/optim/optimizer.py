@@ -1,10 +1,11 @@
 """Optimizer: torch.optim.Optimizer's bookkeeping (param_groups, state, state_dict) around core's fused updates.
 
-Subclasses gather every parameter that has a gradient, across all groups, and call one fused plast-core op
-(``plast.sgd_update_``, ``plast.adam_update_``) that updates parameters and state in place in a single pass.
+Subclasses gather every parameter that has a gradient, across all groups, and call one fused plast-core op per
+device (``plast.sgd_update_``, ``plast.adam_update_``) that updates parameters and state in place in one pass.
 
 Hyperparameters travel as tensors: each group owns a persistent float64 tensor of its numeric hyperparameters
-(``[lr, ...]``), refreshed from ``param_groups`` before every update (so a scheduler's change to
+(``[lr, ...]``) on its parameters' device (all of a group's parameters share one; state is made there too),
+refreshed from ``param_groups`` before every update (so a scheduler's change to
 ``group['lr']`` takes effect), and step counts are tensors the kernel increments. A plan replayed by
 ``@plast.jit`` therefore never holds a learning rate or a step count as a constant; before a replay, call
 ``_refresh_hyper()`` (what ``step()`` does first) to carry Python-side changes into those tensors.
@@ -16,7 +17,10 @@ from itertools import chain
 
 import plast
 from plast.engine import jit as _jit
+from plast.errors import DeviceMismatchError
 from plast.tensor import Tensor
+
+_CPU = plast.device("cpu")
 
 
 class _RequiredParameter:
@@ -93,6 +97,7 @@ class Optimizer:
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if not seen.isdisjoint(ids):
             raise ValueError("some parameters appear in more than one parameter group")
+        self._group_device(param_group, len(self.param_groups))
         self.param_groups.append(param_group)
 
     # ---- gradients and steps ----
@@ -127,6 +132,36 @@ class Optimizer:
     def _update(self):
         raise NotImplementedError(f"{type(self).__name__} does not implement its update")
 
+    # ---- devices ----
+    def _group_device(self, group, index=None):
+        """The device all of a group's parameters are on: the fused update runs there, and the group's state
+        and hyperparameter tensors live there. A group that mixes devices raises DeviceMismatchError."""
+        params = group["params"]
+        if not params:
+            return _CPU
+        dev = params[0].device
+        for i, p in enumerate(params):
+            if p.device != dev:
+                where = f"parameter group {index}" if index is not None else "a parameter group"
+                raise DeviceMismatchError(
+                    f"{type(self).__name__}: {where} mixes devices: params[0] is on {dev} but params[{i}] is "
+                    f"on {p.device} (shape {tuple(p.shape)}); every parameter of a group must be on one device "
+                    "(move the whole model with model.to(device) before making the optimizer)"
+                )
+        return dev
+
+    def _move_state(self, group, device):
+        """Move a group's state tensors to `device`, where its parameters now are (the model was moved after the
+        optimizer was made): the state follows its parameter, as ``load_state_dict`` places it."""
+        with plast.no_grad():
+            for p in group["params"]:
+                st = self.state.get(p)
+                if not st:
+                    continue
+                for k, v in st.items():
+                    if isinstance(v, Tensor) and v.device != device:
+                        st[k] = v.to(device)
+
     # ---- hyperparameters as tensors ----
     def _hyper_values(self, group):
         vals = []
@@ -140,18 +175,28 @@ class Optimizer:
 
     def _refresh_hyper(self):
         """Write each group's current hyperparameters into its persistent float64 tensor (in place, only when
-        they changed)."""
+        they changed). The tensor lives on the group's device (the fused update reads it there); a group whose
+        parameters moved gets a new one, and its state is moved along."""
         live = set()
-        for group in self.param_groups:
+        for i, group in enumerate(self.param_groups):
             key = id(group)
             live.add(key)
             vals = self._hyper_values(group)
             entry = self._hyper_cache.get(key)
-            if entry is None or entry[0] is not group:
-                self._hyper_cache[key] = [group, plast.tensor(vals, dtype=plast.float64), vals]
+            params = group["params"]
+            dev = params[0].device if params else _CPU
+            if entry is None or entry[0] is not group or (entry[3] is not dev and entry[3] != dev):
+                dev = self._group_device(group, i)
+                self._move_state(group, dev)
+                self._hyper_cache[key] = [
+                    group,
+                    plast.tensor(vals, dtype=plast.float64, device=dev),
+                    vals,
+                    dev,
+                ]
             elif entry[2] != vals:
                 with plast.no_grad():
-                    entry[1].copy_(plast.tensor(vals, dtype=plast.float64))
+                    entry[1].copy_(plast.tensor(vals, dtype=plast.float64, device=dev))
                 entry[2] = vals
         for key in [k for k in self._hyper_cache if k not in live]:
             del self._hyper_cache[key]
@@ -182,18 +227,22 @@ class Optimizer:
     def _cast_state(self, param, key, value):
         if isinstance(value, dict):
             return {k: self._cast_state(param, k, v) for k, v in value.items()}
+        # state lives on its parameter's device (the fused update reads it there), as torch's load places it
         if key == "step":
             v = value.item() if hasattr(value, "item") and not isinstance(value, (int, float)) else value
-            return plast.tensor(float(v), dtype=plast.float64)
+            return plast.tensor(float(v), dtype=plast.float64, device=param.device)
         if isinstance(value, Tensor) or (
             hasattr(value, "__array__") and not isinstance(value, (list, tuple))
         ):
             t = value if isinstance(value, Tensor) else plast.tensor(value)
             with plast.no_grad():
                 t = t.detach()
+                if t.device != param.device and t.device.type != "cpu":
+                    t = t.to("cpu")  # casts below run on the host: the CPU has a kernel for each
                 if t.dtype.is_floating_point and param.dtype.is_floating_point:
                     t = t.to(param.dtype)
-                return t.detach().clone()
+                moved = t.to(param.device)
+                return moved if moved is not t else t.clone()  # a transfer already made a fresh copy
         return value
 
     def load_state_dict(self, state_dict):

@@ -69,7 +69,8 @@ class RMSprop(Optimizer):
             hyper = self._hyper(group)
             has_mom = group["momentum"] > 0
             centered = bool(group["centered"])
-            key = (has_mom, centered, bool(group["maximize"]))
+            # one fused call per device: groups on different devices never share an update
+            key = (has_mom, centered, bool(group["maximize"]), hyper.device)
             params, grads, sqs, steps, bufs, gavgs, hypers = calls.setdefault(
                 key, ([], [], [], [], [], [], [])
             )
@@ -78,7 +79,7 @@ class RMSprop(Optimizer):
                     continue
                 state = self.state[p]
                 if len(state) == 0:
-                    state["step"] = plast.zeros((), dtype=plast.float64)
+                    state["step"] = plast.zeros((), dtype=plast.float64, device=p.device)
                     state["square_avg"] = plast.zeros_like(p)
                     if has_mom:
                         state["momentum_buffer"] = plast.zeros_like(p)
@@ -97,7 +98,15 @@ class RMSprop(Optimizer):
                     bufs.append(state["momentum_buffer"])
                 if centered:
                     gavgs.append(state["grad_avg"])
-        for (has_mom, centered, maximize), (params, grads, sqs, steps, bufs, gavgs, hypers) in calls.items():
+        for (has_mom, centered, maximize, _), (
+            params,
+            grads,
+            sqs,
+            steps,
+            bufs,
+            gavgs,
+            hypers,
+        ) in calls.items():
             if params:
                 plast.rmsprop_update_(
                     params,

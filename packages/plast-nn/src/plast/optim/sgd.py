@@ -61,7 +61,8 @@ class SGD(Optimizer):
         for group in self.param_groups:
             hyper = self._hyper(group)
             has_momentum = group["momentum"] != 0
-            key = (has_momentum, bool(group["nesterov"]), bool(group["maximize"]))
+            # one fused call per device: groups on different devices never share an update
+            key = (has_momentum, bool(group["nesterov"]), bool(group["maximize"]), hyper.device)
             params, grads, bufs, fresh, hypers = calls.setdefault(key, ([], [], [], [], []))
             for p in group["params"]:
                 if p.grad is None:
@@ -76,12 +77,12 @@ class SGD(Optimizer):
                         # a new buffer takes the gradient as is on its first update (torch's clone); the flag
                         # is a tensor the kernel reads and clears, so a replayed plan stays right
                         state["momentum_buffer"] = buf = plast.zeros_like(p)
-                        self._fresh[p] = plast.ones((), dtype=plast.float64)
+                        self._fresh[p] = plast.tensor(1.0, dtype=plast.float64, device=p.device)
                     elif p not in self._fresh:
-                        self._fresh[p] = plast.zeros((), dtype=plast.float64)
+                        self._fresh[p] = plast.zeros((), dtype=plast.float64, device=p.device)
                     fresh.append(self._fresh[p])
                     bufs.append(buf)
-        for (has_momentum, nesterov, maximize), (params, grads, bufs, fresh, hypers) in calls.items():
+        for (has_momentum, nesterov, maximize, _), (params, grads, bufs, fresh, hypers) in calls.items():
             if params:
                 plast.sgd_update_(
                     params,
@@ -92,6 +93,14 @@ class SGD(Optimizer):
                     nesterov=nesterov,
                     maximize=maximize,
                 )
+
+    def _move_state(self, group, device):
+        super()._move_state(group, device)
+        with plast.no_grad():
+            for p in group["params"]:
+                f = self._fresh.get(p)
+                if f is not None and f.device != device:
+                    self._fresh[p] = f.to(device)
 
     def _after_load(self):
         self._fresh = {}

@@ -14,7 +14,14 @@ True
 
 import os
 
+from ...errors import PlastError
+
 MIN_COMPUTE_CAPABILITY = (8, 0)
+
+
+class CudaUnavailableError(PlastError, RuntimeError):
+    """CUDA was asked for where it can't run; the message says why (no pycuda, no driver, no device, or a GPU
+    older than compute capability 8.0)."""
 
 
 class _MatmulFlags:
@@ -109,14 +116,27 @@ def config_lines():
     ]
 
 
+def require(what="CUDA tensors"):
+    """Raise CudaUnavailableError saying why `what` can't run here, unless the backend is available."""
+    if not is_available():
+        raise CudaUnavailableError(
+            f"{what} need an NVIDIA GPU of compute capability "
+            f"{MIN_COMPUTE_CAPABILITY[0]}.{MIN_COMPUTE_CAPABILITY[1]}+ with pycuda, and this machine can't "
+            f"provide one: {unavailable_reason()}"
+        )
+
+
 def register_cuda_kernels():
-    """Fill the op table's "cuda" column (call once, when the first CUDA tensor is made)."""
+    """Fill the op table's "cuda" column (plast._arenas calls it when the CUDA arenas are made, i.e. for the
+    first CUDA tensor)."""
     from . import kernels
 
     return kernels.register_cuda_kernels()
 
 
 __all__ = [
+    "CudaUnavailableError",
+    "require",
     "is_available",
     "unavailable_reason",
     "device_info",

@@ -2,10 +2,10 @@
 
 On a machine with a usable GPU it (1) compiles every kernel module for the device (timed), (2) runs the tests
 marked ``cuda`` (every op replayed against the CPU backend, plus attention, TF32, philox and error checks), and
-(3) times a few kernels against torch on the GPU when torch has CUDA: SGEMM at 4096 (FP32 and TF32, GFLOP/s),
-elementwise add against a device-to-device copy (GB/s), softmax, layer_norm and a fused Adam step. It prints a
-short table last and writes ``gpu_check.json`` and the pytest log under --out (default $OUT, else the current
-directory).
+(3) times a few kernels against torch on the GPU when torch has CUDA: SGEMM at 4096 (FP32 and TF32, GFLOP/s;
+FP32 once more through plast tensors and the engine), elementwise add against a device-to-device copy (GB/s),
+softmax, layer_norm and a fused Adam step. It prints a short table last and writes ``gpu_check.json`` and the
+pytest log under --out (default $OUT, else the current directory).
 
 Without a GPU it prints ``no GPU: skipped (<reason>)`` and exits 0.
 """
@@ -107,6 +107,13 @@ def benchmarks():
             tms = ttimeit(lambda ta=ta, tb=tb: torch.matmul(ta, tb), iters=10)
         rows.append((f"matmul {n} {'tf32' if tf32 else 'fp32'}", ms, tms, flops / ms / 1e6, "GFLOP/s"))
     cuda.matmul.allow_tf32 = False
+
+    # the same product through tensors and the engine (record, schedule, allocate, launch)
+    import plast
+
+    pa, pb = (plast.randn(n, n, device="cuda") for _ in range(2))
+    ms = timeit(lambda: (pa @ pb)._realized(), iters=10)
+    rows.append((f"plast.matmul {n} fp32 (engine)", ms, rows[0][2], flops / ms / 1e6, "GFLOP/s"))
 
     m = 1 << 26
     x, y, z = (put(rng.standard_normal(m).astype(np.float32)) for _ in range(3))

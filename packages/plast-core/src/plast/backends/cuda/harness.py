@@ -278,6 +278,35 @@ def _segments():
         oh = plast.one_hot(plast.tensor([0, 3, 1]), 4)
         return [x.grad, emb.grad, ln_w.grad, lin_w.grad, q.grad, oh]
 
+    def bce_ops():
+        g = gen()
+        logits = plast.randn(4, 5, generator=g, requires_grad=True)
+        probs = plast.sigmoid(logits)
+        t = plast.rand(4, 5, generator=g)
+        w = plast.rand(5, generator=g) + 0.5
+        losses = [
+            plast.binary_cross_entropy(probs, t),
+            plast.binary_cross_entropy(probs, t, weight=w, reduction="sum"),
+            plast.binary_cross_entropy(probs, (t > 0.5).float(), reduction="none"),
+            plast.binary_cross_entropy_with_logits(logits, t),
+            plast.binary_cross_entropy_with_logits(logits, t, weight=w, pos_weight=w * 2, reduction="sum"),
+            plast.binary_cross_entropy_with_logits(logits.T, t.T, reduction="none"),
+        ]
+        sum(lo.sum() for lo in losses).backward()
+        return losses + [logits.grad]
+
+    def prod_max_ops():
+        g = gen()
+        x = plast.randn(3, 5, generator=g, requires_grad=True)
+        with_zero = x * plast.tensor([1.0, 0.0, 1.0, 1.0, 1.0])
+        (gx,) = plast.autograd.grad(with_zero.prod(1).sum() + x.prod(0).sum(), x, create_graph=True)
+        (gx * gx).sum().backward()  # prod's second derivative
+        ties = plast.tensor([[1.0, 3.0, 3.0], [2.0, 0.5, 2.0]], requires_grad=True)
+        (ties.amax() + ties.amax(1).sum() + plast.amin(ties, 0).sum()).backward()
+        emb = plast.randn(6, 3, generator=g, requires_grad=True)
+        plast.embedding(plast.tensor([[1, 1, 4], [0, 1, 5]]), emb, scale_grad_by_freq=True).sum().backward()
+        return [x.grad, ties.grad, emb.grad]
+
     def conv_ops():
         g = gen()
         x = plast.randn(2, 4, 9, 9, generator=g, requires_grad=True)
@@ -303,6 +332,12 @@ def _segments():
         hs = plast.tensor([0.1, 0.9, 0.0, 0.0], dtype=plast.float64)
         for _ in range(2):
             plast.sgd_update_(ps, gs, bufs, hs, nesterov=True)
+        sqs, rsteps = [plast.zeros(5, 3), plast.zeros(7)], [plast.zeros((), dtype=plast.float64) for _ in ps]
+        mbufs, gavgs = [plast.zeros(5, 3), plast.zeros(7)], [plast.zeros(5, 3), plast.zeros(7)]
+        hr = plast.tensor([1e-2, 0.99, 1e-8, 0.01, 0.9], dtype=plast.float64)
+        for _ in range(2):
+            plast.rmsprop_update_(ps, gs, sqs, rsteps, hr, momentum_buffers=mbufs, grad_avgs=gavgs)
+            plast.rmsprop_update_(ps, gs, sqs, rsteps, hr, maximize=True)
         return ps
 
     def extra():
@@ -323,6 +358,8 @@ def _segments():
         ("reductions", reductions),
         ("indexing", indexing),
         ("nn", nn_ops),
+        ("bce", bce_ops),
+        ("prod_max", prod_max_ops),
         ("conv", conv_ops),
         ("optim", optim_ops),
     ]
@@ -484,23 +521,22 @@ def fake_gpu(signatures=None):
         records.append(rec)
 
     fake_drv = _FakeDriver()
-    saved = (loader.function, loader.launch, loader.driver, memory._own, kernels._err_state.copy())
+    saved = (loader.function, loader.launch, loader.driver, kernels._err_state.copy())
     loader.function, loader.launch, loader.driver = function, launch, lambda: fake_drv
     from . import kernels_nn
 
     saved_tables = dict(kernels_nn._tables)
-    memory._own = memory.make_arenas(allocator=_FakeAllocation, memset=lambda a, n: None)
+    dry_arenas = memory.make_arenas(allocator=_FakeAllocation, memset=lambda a, n: None)
     kernels._err_state.clear()
     own_arenas = memory.arenas
-    memory.arenas = lambda: memory._own  # never touch core's arenas during a dry run
+    memory.arenas = lambda: dry_arenas  # never touch core's arenas during a dry run
     try:
         yield records
     finally:
         loader.function, loader.launch, loader.driver = saved[0], saved[1], saved[2]
-        memory._own = saved[3]
         memory.arenas = own_arenas
         kernels._err_state.clear()
-        kernels._err_state.update(saved[4])
+        kernels._err_state.update(saved[3])
         kernels_nn._tables.clear()
         kernels_nn._tables.update(saved_tables)
 

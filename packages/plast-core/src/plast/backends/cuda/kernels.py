@@ -748,6 +748,79 @@ def logsumexp(node, inputs, outputs):
     launch("reduce", f"logsumexp_{SUF[x.code]}", grid1(n_out * 32), (BLOCK,), p)
 
 
+def _float_dtype(t, what):
+    if t.dtype.code not in (3, 4):
+        raise NotImplementedError(f"CUDA {what} runs on float32/float64 tensors, got {t.dtype}")
+    return t.dtype.code
+
+
+def tie_weights(node, inputs, outputs):
+    """reduce_tie_weights (max/amax backward): 1/count at the positions equal to their slice's extreme."""
+    (dims,) = node.args
+    out = outputs[0]
+    code = _float_dtype(out, "max/min backward")
+    if out.numel() == 0:
+        return
+    x, m = as_code(operand(inputs[0]), code), as_code(operand(inputs[1]), code)
+    if dims is None:
+        dims = tuple(range(len(x.shape)))
+    ks, kst, rs, rst = _split_dims(x.shape, x.strides, dims)
+    mkst = _split_dims(m.shape, m.strides, dims)[1]
+    _, okst, _, orst = _split_dims(out._shape, out._strides, dims)
+    lk, lm, lok = layouts(ks, [kst, mkst, okst])
+    lr, lor = layouts(rs, [rst, orst])
+    n_out = prod(ks)
+    p = (
+        Params()
+        .ptr(x.addr)
+        .raw(lk)
+        .raw(lr)
+        .i64(prod(rs))
+        .ptr(m.addr)
+        .raw(lm)
+        .ptr(addr(out))
+        .raw(lok)
+        .raw(lor)
+    )
+    p.i64(n_out)
+    launch("reduce", f"tie_weights_{SUF[code]}", grid1(n_out * 32), (BLOCK,), p)
+
+
+def _rows(shape, strides, dim):
+    """(row shape, row strides, stride along dim) of a strided operand split at `dim`."""
+    return (
+        tuple(s for i, s in enumerate(shape) if i != dim),
+        tuple(st for i, st in enumerate(strides) if i != dim),
+        strides[dim],
+    )
+
+
+def prod_others(node, inputs, outputs):
+    """reduce_prod_others (prod backward) and reduce_prod_others_bw (its derivative), along one dim."""
+    (dim,) = node.args
+    out = outputs[0]
+    code = _float_dtype(out, "prod backward")
+    if out.numel() == 0:
+        return
+    x = as_code(operand(inputs[0]), code)
+    dim %= len(x.shape)
+    rshape, xrst, xs = _rows(x.shape, x.strides, dim)
+    _, orst, os_ = _rows(out._shape, out._strides, dim)
+    length, n_rows = x.shape[dim], prod(rshape)
+    if len(inputs) == 1:
+        lx, lo = layouts(rshape, [xrst, orst])
+        p = Params().ptr(x.addr).raw(lx).i64(xs).ptr(addr(out)).raw(lo).i64(os_).i64(length).i64(n_rows)
+        launch("reduce", f"prod_others_{SUF[code]}", grid1(n_rows), (BLOCK,), p)
+        return
+    g = as_code(operand(inputs[1]), code)
+    _, grst, gs = _rows(x.shape, _bstrides(g, x.shape), dim)
+    lx, lg, lo = layouts(rshape, [xrst, grst, orst])
+    left = scratch(out.numel() * ITEMSIZE[code])
+    p = Params().ptr(x.addr).raw(lx).i64(xs).ptr(g.addr).raw(lg).i64(gs).ptr(addr(out)).raw(lo).i64(os_)
+    p.ptr(left.address).i64(length).i64(n_rows)
+    launch("reduce", f"prod_others_bw_{SUF[code]}", grid1(n_rows), (BLOCK,), p)
+
+
 CUMSUM_PAIRS = {(3, 3), (4, 4), (1, 2), (2, 2), (0, 2)}
 
 
@@ -856,6 +929,9 @@ POINTWISE = {
     "sum": reduce, "prod": reduce, "amax": reduce, "amin": reduce, "all": reduce, "any": reduce, "norm": norm,
     "argmax": argminmax, "argmin": argminmax, "logsumexp": logsumexp, "cumsum": cumsum,
     "argsort": argsort, "topk": topk,
+    "reduce_tie_weights": tie_weights, "reduce_prod_others": prod_others, "reduce_prod_others_bw": prod_others,
+    # a copy whose backward rule raises (scatter_reduce's unsupported double backward)
+    "scatter_reduce_double_backward_error": copy,
 }  # fmt: skip
 POINTWISE.update({name: binary for name in BINARY_CODES})
 POINTWISE.update({name: compare for name in COMPARE_CODES})
@@ -863,22 +939,20 @@ POINTWISE.update({name: unary for name in UNARY_CODES})
 POINTWISE.update({name: predicate for name in PREDICATE_CODES})
 
 STUBS = {
-    "reduce_tie_weights": "the tie-splitting weights of whole-tensor max/min backward",
-    "reduce_prod_others": "prod backward",
-    "reduce_prod_others_bw": "prod double backward",
+    "reduce_prod_excl": "prod's third and higher derivatives",
     "multinomial": "sampling (move the probabilities to the CPU)",
-    "binary_cross_entropy": "",
-    "binary_cross_entropy_backward": "",
-    "binary_cross_entropy_with_logits": "",
+    "reduce_svd": "SVD (linalg.svd, matrix_norm 2/nuc)",
+    "scatter_reduce": "scatter_reduce",
 }
 
 
 def table():
     """op name -> CUDA kernel for every op that has one (and stubs for the rest of the table)."""
-    from . import kernels_nn
+    from . import kernels_nn, transfer
 
     t = dict(POINTWISE)
     t.update(kernels_nn.NN)
+    t["to_device"] = transfer.copy_to_cuda
     for name, why in STUBS.items():
         t.setdefault(name, not_implemented(name, why))
     return t

@@ -17,11 +17,13 @@ from .kernels import (
     MAX_GRID,
     SUF,
     Operand,
+    _bstrides,
     addr,
     as_code,
     bcast_strides,
     cdiv,
     checked,
+    collapse,
     contiguous,
     contiguous_strides,
     fill_zero,
@@ -394,6 +396,95 @@ def loss_coeffs(node, inputs, outputs):
     _loss_backward(
         "loss", 1, _kind_code(kind), None, x, operand(inputs[0]), w, ignore_index, reduction, eps, out
     )
+
+
+# ---- binary cross-entropy -----------------------------------------------------------------------------------
+
+_NO_LAYOUT = abi.layout((1,), (0,))  # the layout packed for an absent operand (the kernel never reads it)
+
+
+def _bce_operands(inputs, code):
+    """Operands in dtype `code` and their layouts over the input's shape (weights broadcast to it)."""
+    shape = tuple(inputs[0]._shape)
+    ops = [as_code(operand(t), code) for t in inputs]
+    return shape, ops, layouts(shape, [_bstrides(o, shape) for o in ops])
+
+
+def _bce_reduce(outputs, reduction, n, code, write):
+    """write(address) puts the n loss terms there: the output itself ('none'), else scratch summed into it."""
+    out = outputs[0]
+    if reduction == "none":
+        if n:
+            write(addr(out))
+        return
+    terms = scratch(n * ITEMSIZE[code])
+    if n:
+        write(terms.address)
+    p = Params().ptr(terms.address).i64(n).i32(1 if reduction == "mean" else 0).ptr(addr(out))
+    launch("loss", f"bce_finish_{SUF[code]}", (1,), (1024,), p)
+
+
+def _bce_range_error(code, value, bound, pos):
+    if code == 3:
+        v = float(np.array([value], dtype=np.int64).view(np.float64)[0])
+        return ValueError(
+            f"binary_cross_entropy: all elements of input should be between 0 and 1, got {v!r} (element {pos}); "
+            "pass probabilities (e.g. sigmoid(logits)) or use binary_cross_entropy_with_logits"
+        )
+    return None
+
+
+def binary_cross_entropy(node, inputs, outputs):
+    """inputs (x, t[, w]); args (reduction,)."""
+    (reduction,) = node.args
+    code = _float_code(outputs[0].dtype.code, "binary_cross_entropy")
+    shape, ops, lays = _bce_operands(inputs, code)
+    x, t = ops[:2]
+    w, lw = (ops[2], lays[2]) if len(ops) > 2 else (None, _NO_LAYOUT)
+    n = prod(shape)
+
+    def write(dst):
+        with checked(_bce_range_error) as err:
+            p = Params().ptr(x.addr).raw(lays[0]).ptr(t.addr).raw(lays[1]).ptr(w.addr if w else 0).raw(lw)
+            p.ptr(dst).i64(n).ptr(err)
+            launch("loss", f"bce_{SUF[code]}", grid1(n), (BLOCK,), p)
+
+    _bce_reduce(outputs, reduction, n, code, write)
+
+
+def binary_cross_entropy_with_logits(node, inputs, outputs):
+    """inputs (x, t[, w][, pos_weight]); args (reduction, has_w, has_pw)."""
+    reduction, has_w, has_pw = node.args
+    code = _float_code(outputs[0].dtype.code, "binary_cross_entropy_with_logits")
+    shape, ops, lays = _bce_operands(inputs, code)
+    x, t = ops[:2]
+    w, lw = (ops[2], lays[2]) if has_w else (None, _NO_LAYOUT)
+    pw, lpw = (ops[2 + has_w], lays[2 + has_w]) if has_pw else (None, _NO_LAYOUT)
+    n = prod(shape)
+
+    def write(dst):
+        p = Params().ptr(x.addr).raw(lays[0]).ptr(t.addr).raw(lays[1]).ptr(w.addr if w else 0).raw(lw)
+        p.ptr(pw.addr if pw else 0).raw(lpw).ptr(dst).i64(n)
+        launch("loss", f"bce_logits_{SUF[code]}", grid1(n), (BLOCK,), p)
+
+    _bce_reduce(outputs, reduction, n, code, write)
+
+
+def binary_cross_entropy_backward(node, inputs, outputs):
+    """inputs (g, x, t[, w]) with g broadcast to x's shape; output x's shape."""
+    out = outputs[0]
+    code = _float_code(out.dtype.code, "binary_cross_entropy backward")
+    n = out.numel()
+    if n == 0:
+        return
+    shape = tuple(out._shape)
+    ops = [as_code(operand(t), code) for t in inputs]
+    lays = layouts(shape, [_bstrides(o, shape) for o in ops])
+    g, x, t = ops[:3]
+    w, lw = (ops[3], lays[3]) if len(ops) > 3 else (None, _NO_LAYOUT)
+    p = Params().ptr(g.addr).raw(lays[0]).ptr(x.addr).raw(lays[1]).ptr(t.addr).raw(lays[2])
+    p.ptr(w.addr if w else 0).raw(lw).ptr(addr(out)).i64(n)
+    launch("loss", f"bce_bwd_{SUF[code]}", grid1(n), (BLOCK,), p)
 
 
 # ---- embedding, one_hot -------------------------------------------------------------------------------------
@@ -813,6 +904,57 @@ def flash_attention_backward(q, k, v, o, lse, g, dq, dk, dv, *, causal=False, sc
         launch("attention", f"attn_bwd_q_d{c}", (cdiv(L, ATT_ROWS), B * H), (ATT_ROWS * 32,), p.raw(args))
 
 
+def _bhld(t):
+    """A (..., L, D) tensor as a (1, H, L, D) float32 operand, its batch dims merged into H (copied when they
+    do not merge)."""
+    op_ = as_code(operand(t), 3)
+    batch, st = op_.shape[:-2], op_.strides[:-2]
+    shp, (bst,) = collapse(batch, [st]) if batch else ((1,), [(0,)])
+    if len(shp) != 1:
+        op_ = contiguous(op_)
+        bst = (op_.shape[-2] * op_.shape[-1],)
+    n = prod(batch)
+    return Operand(
+        op_.addr, (1, n, op_.shape[-2], op_.shape[-1]), (0, bst[0], op_.strides[-2], op_.strides[-1]), 3, op_
+    )
+
+
+def _attention_dtype(t):
+    if t.dtype.code != 3:
+        raise NotImplementedError(
+            f"the CUDA flash attention kernels run on float32, got {t.dtype}; use float32 or run it on the CPU"
+        )
+
+
+def flash_attention(node, inputs, outputs):
+    """The flash_attention op (ops/attention.py): outputs (out, lse), q/k/v of shape (..., L|S, D)."""
+    scale, causal = node.args
+    out, lse = outputs
+    _attention_dtype(out)
+    q, k, v = (_bhld(t) for t in inputs)
+    flash_attention_forward(q, k, v, addr(out), addr(lse), causal=causal, scale=scale)
+
+
+def flash_attention_backward_op(node, inputs, outputs):
+    """The flash_attention_backward op: inputs (q, k, v, out, lse, g), outputs (dq, dk, dv)."""
+    scale, causal = node.args
+    q, k, v, o, lse, g = inputs
+    _attention_dtype(q)
+    dq, dk, dv = outputs
+    o_c, lse_c = contiguous(as_code(operand(o), 3)), contiguous(as_code(operand(lse), 3))
+    flash_attention_backward(
+        *(_bhld(t) for t in (q, k, v)),
+        o_c.addr,
+        lse_c.addr,
+        _bhld(g),
+        addr(dq),
+        addr(dk),
+        addr(dv),
+        causal=causal,
+        scale=scale,
+    )
+
+
 # ---- fused optimizer updates (multi-tensor apply) -----------------------------------------------------------
 
 OPT_CHUNK = 16384
@@ -929,17 +1071,66 @@ def adam_update(node, inputs, outputs):
                 0,
             )
         )
-    for code, tab, chunks, n_chunks, n_t in _multi_tensor(entries, params):
+    groups = _multi_tensor(entries, params)
+    for code, tab, chunks, n_chunks, n_t in groups:
         launch("optim", "opt_step_incr", grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t))
         p = Params().ptr(tab.address).ptr(chunks.address).i32(1 if amsgrad else 0).i32(1 if decoupled else 0)
         p.i32(1 if maximize else 0)
         launch("optim", f"adam_{SUF[code]}", (n_chunks,), (BLOCK,), p)
-    # NOTE: a parameter with zero elements still counts a step, as on the CPU
+    _count_empty_steps(params, steps, {g[0] for g in groups})
+
+
+def rmsprop_update(node, inputs, outputs):
+    """The rmsprop_update op (ops/optim_rmsprop.py): inputs hyper tensors, then params, grads, square_avgs, steps
+    and, when present, momentum buffers and grad_avgs; every step counter goes up by one, as on the CPU."""
+    n, n_hyper, hidx, has_mom, centered, maximize = node.args
+    hyp = inputs[:n_hyper]
+    base = n_hyper
+    params = inputs[base : base + n]
+    grads = inputs[base + n : base + 2 * n]
+    sqs = inputs[base + 2 * n : base + 3 * n]
+    steps = inputs[base + 3 * n : base + 4 * n]
+    k = base + 4 * n
+    bufs = inputs[k : k + n] if has_mom else [None] * n
+    k += n if has_mom else 0
+    gavgs = inputs[k : k + n] if centered else [None] * n
+    _need_contiguous(
+        [*params, *grads, *sqs, *(t for t in (*bufs, *gavgs) if t is not None)], "parameters and state"
+    )
+    entries = []
     for i in range(n):
-        if params[i].numel() == 0:
-            tab = _device_bytes(
-                abi.OPT_ENTRY.pack(0, 0, 0, 0, 0, addr(steps[i]), 0, 0, 0, _f64(steps[i]), 0, 0)
+        h = hyp[hidx[i]]
+        entries.append(
+            (
+                addr(params[i]),
+                addr(grads[i]),
+                addr(sqs[i]),
+                addr(bufs[i]) if bufs[i] is not None else 0,
+                addr(gavgs[i]) if gavgs[i] is not None else 0,
+                addr(steps[i]),
+                addr(h),
+                params[i].numel(),
+                _f64(grads[i]),
+                _f64(steps[i]),
+                _f64(h),
+                0,
             )
+        )
+    groups = _multi_tensor(entries, params)
+    for code, tab, chunks, n_chunks, n_t in groups:
+        launch("optim", "opt_step_incr", grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t))
+        p = Params().ptr(tab.address).ptr(chunks.address).i32(1 if has_mom else 0).i32(1 if centered else 0)
+        p.i32(1 if maximize else 0)
+        launch("optim", f"rmsprop_{SUF[code]}", (n_chunks,), (BLOCK,), p)
+    _count_empty_steps(params, steps, {g[0] for g in groups})
+
+
+def _count_empty_steps(params, steps, launched):
+    """A parameter with zero elements still counts a step, as on the CPU. opt_step_incr already counted it when
+    its dtype's table was launched (`launched`: those dtype codes); a table of empty parameters only is not."""
+    for p_, st in zip(params, steps):
+        if p_.numel() == 0 and p_.dtype.code not in launched:
+            tab = _device_bytes(abi.OPT_ENTRY.pack(0, 0, 0, 0, 0, addr(st), 0, 0, 0, _f64(st), 0, 0))
             launch("optim", "opt_step_incr", (1,), (32,), Params().ptr(tab.address).i32(1))
 
 
@@ -983,15 +1174,44 @@ NN = {
     "conv2d_backward_weight": conv2d_backward_weight,
     "max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward, "max_pool2d_gather": pool_gather,
     "avg_pool2d": avg_pool2d, "avg_pool2d_backward": avg_pool2d_backward,
-    "sgd_update": sgd_update, "adam_update": adam_update,
+    "sgd_update": sgd_update, "adam_update": adam_update, "rmsprop_update": rmsprop_update,
+    "binary_cross_entropy": binary_cross_entropy, "binary_cross_entropy_backward": binary_cross_entropy_backward,
+    "binary_cross_entropy_with_logits": binary_cross_entropy_with_logits,
+    # the same lookup as embedding; only its backward rule differs (scale_grad_by_freq)
+    "embedding_scale_grad_by_freq": embedding,
+    "flash_attention": flash_attention, "flash_attention_backward": flash_attention_backward_op,
 }  # fmt: skip
 
 # fused group kernels (engine/fusion.py signature: kernel(root_node, inputs, outputs, args))
 FUSED = {"addmm_act": addmm_act}
 
+
+class _ArgsNode:
+    __slots__ = ("args",)
+
+    def __init__(self, args):
+        self.args = args
+
+
+def fused_cross_entropy(node, inputs, outputs, args):
+    """Fused group kernel of log_softmax + nll_loss: cross_entropy on the logits (args as the CPU rule builds
+    them: kind, ignore_index, reduction, label smoothing)."""
+    cross_entropy(_ArgsNode(args), inputs, outputs)
+
+
+# CUDA kernel of each fusion rule (ops/fusion_rules.py), by rule name; engine/fusion.py swaps it in for groups
+# on CUDA nodes (the rules' own builds return CPU kernels). A rule missing here runs unfused on CUDA.
+FUSED_RULES = {
+    "addmm_relu": addmm_act,
+    "matmul_bias_relu": addmm_act,
+    "matmul_bias": addmm_act,
+    "log_softmax_nll": fused_cross_entropy,
+}
+
 __all__ = [
     "NN",
     "FUSED",
+    "FUSED_RULES",
     "gemm",
     "flash_attention_forward",
     "flash_attention_backward",

@@ -35,10 +35,6 @@ class CudaCompileError(PlastError, RuntimeError):
         self.diagnostics = list(diagnostics)
 
 
-class CudaUnavailableError(PlastError, RuntimeError):
-    """The CUDA backend was asked for where it can't run (no pycuda, driver or suitable GPU)."""
-
-
 # ---- nvcc --------------------------------------------------------------------------------------------------
 
 
@@ -165,10 +161,9 @@ _modules = {}
 
 
 def _require():
-    from . import is_available, unavailable_reason
+    from . import require
 
-    if not is_available():
-        raise CudaUnavailableError(f"the CUDA backend is not available here: {unavailable_reason()}")
+    require("the CUDA backend")
 
 
 def context():

@@ -146,6 +146,18 @@ class DeviceArena:
             c[3] = 0
         self.in_use = 0
 
+    def release_if_idle(self):
+        """Give every chunk back to the driver when no block is in use (the CPU arena's twin; jit calls it after
+        a trace). Returns the bytes released."""
+        if self.in_use != 0 or not self.grow or self.capacity > 0:
+            return 0
+        released = self.reserved
+        self._chunks = []  # dropping the allocation objects frees the device memory (pycuda's DeviceAllocation)
+        self._free = {}
+        self.reserved = 0
+        self.generation += 1
+        return released
+
     def stats(self):
         return {
             "name": self.name,
@@ -207,7 +219,10 @@ class DeviceStorage:
     @property
     def is_stale(self):
         a = self.arena
-        return a is not None and a.transient and self.generation != a.generation
+        if a is None:
+            # a slice of a planned block (view_of) is as stale as its block
+            return isinstance(self.owner, DeviceStorage) and self.owner.is_stale
+        return a.transient and self.generation != a.generation
 
     def check(self):
         if self.is_stale:
@@ -244,20 +259,11 @@ def make_arenas(persistent_bytes=None, transient_bytes=None, grow=True, **kw):
     return p, t
 
 
-_own = None  # arenas used when plast._arenas has no CUDA arenas yet (kernels' scratch before core wiring)
-
-
 def arenas():
-    """The process's CUDA arenas: plast._arenas' when core has them, else this module's own pair."""
-    global _own
+    """The process's CUDA arenas (plast._arenas makes them, and raises CudaUnavailableError without a GPU)."""
     from ... import _arenas
 
-    try:
-        return _arenas.arenas("cuda")
-    except NotImplementedError:
-        if _own is None:
-            _own = make_arenas()
-        return _own
+    return _arenas.arenas("cuda")
 
 
 def transient_arena():
@@ -286,14 +292,19 @@ def from_host(storage, array, byte_offset=0):
         loader.driver().memcpy_htod(storage.address + byte_offset, a)
 
 
-def to_host(storage, shape, dtype, byte_offset=0):
-    """A new numpy array with `shape`/`dtype` copied from device storage (synchronous, so it also waits for
-    the kernels that write it)."""
+def to_host(storage, shape, dtype, byte_offset=0, out=None):
+    """A numpy array with `shape`/`dtype` copied from device storage (synchronous, so it also waits for the
+    kernels that write it). `out`: a C-contiguous array to copy into instead of a new one."""
     import numpy as np
 
     from . import loader
 
-    out = np.empty(shape, dtype=dtype)
+    if out is None:
+        out = np.empty(shape, dtype=dtype)
+    elif not out.flags.c_contiguous or out.shape != tuple(shape) or out.dtype != np.dtype(dtype):
+        raise ValueError(
+            f"to_host: out must be a C-contiguous {np.dtype(dtype)} array of shape {tuple(shape)}"
+        )
     if out.nbytes:
         if byte_offset + out.nbytes > storage.nbytes:
             raise ValueError(

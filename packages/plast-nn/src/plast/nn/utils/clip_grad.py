@@ -30,7 +30,10 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     with plast.no_grad():
         if math.isinf(norm_type):
             dt = tensors[0].dtype
-            norms = [t.detach().abs().amax() if t.numel() else plast.zeros((), dtype=dt) for t in tensors]
+            norms = [
+                t.detach().abs().amax() if t.numel() else plast.zeros((), dtype=dt, device=t.device)
+                for t in tensors
+            ]
             total = plast.stack([n.to(dt) for n in norms]).amax() if len(norms) > 1 else norms[0]
         else:
             norms = [plast.norm(t.detach().reshape(-1), norm_type) for t in tensors]

@@ -1,5 +1,6 @@
 // cross_entropy (class-index or probability targets, class weights, ignore_index, label smoothing), nll_loss,
-// their backward pass and the dense loss coefficients, with the CPU kernel's formulas (kernels_nn.py).
+// their backward pass and the dense loss coefficients, and binary cross-entropy (on probabilities or logits) with
+// its backward, with the CPU kernel's formulas (kernels_nn.py).
 //
 // Input x is (N, K, d1, ...): `lx` maps a row m (over N, d1, ...) to its base offset and `sk` is the class
 // stride. Index targets are int64 or int32 (`t64`) with row layout `lt`; probability targets share x's shape
@@ -192,3 +193,79 @@ __device__ __forceinline__ void loss_bwd_body(int mode, int kind, int reduction,
     }
 LOSS(f32, float)
 LOSS(f64, double)
+
+// ---- binary cross-entropy -----------------------------------------------------------------------------------
+// Elementwise over the input's n elements (layouts lx, lt, lw, lpw map element i to each operand; a null w / pw
+// is absent), into `out` (contiguous): the loss terms, which bce_finish sums (mean: / n) for a reduction. Inputs
+// outside [0, 1] set the error flag with the element's value bits (ValueError in Python); NaN passes, as on the CPU.
+template <typename T> __device__ __forceinline__ T max_keep_nan(T v, T lo) { return v < lo ? lo : v; }
+
+template <typename T>
+__device__ __forceinline__ void bce_body(const T *x, Layout lx, const T *t, Layout lt, const T *w, Layout lw, T *out,
+                                         int64_t n, int64_t *err) {
+    PLAST_GRID_LOOP(i, n) {
+        const T xv = x[layout_offset(lx, i)], tv = t[layout_offset(lt, i)];
+        if (xv < T(0) || xv > T(1)) plast_set_error(err, PLAST_ERR_VALUE, __double_as_longlong((double)xv), 0, i);
+        // logs clamped at -100 as torch does, so a confident wrong answer costs 100, not inf
+        const T a = max_keep_nan<T>(log(xv), T(-100)), b = max_keep_nan<T>(log1p(-xv), T(-100));
+        T l = -(tv * a + (T(1) - tv) * b);
+        if (w != nullptr) l *= w[layout_offset(lw, i)];
+        out[i] = l;
+    }
+}
+
+// loss = (1 - t) x + (1 + (pw - 1) t) softplus(-x) (pw absent: 1), times w; softplus(-x) = log1p(exp(-|x|)) + max(-x, 0)
+template <typename T>
+__device__ __forceinline__ void bce_logits_body(const T *x, Layout lx, const T *t, Layout lt, const T *w, Layout lw,
+                                                const T *pw, Layout lpw, T *out, int64_t n) {
+    PLAST_GRID_LOOP(i, n) {
+        const T xv = x[layout_offset(lx, i)], tv = t[layout_offset(lt, i)];
+        const T sp = log1p(exp(-fabs(xv))) + (-xv > T(0) ? -xv : T(0));
+        T l = (T(1) - tv) * xv;
+        if (pw != nullptr) l += (T(1) + (pw[layout_offset(lpw, i)] - T(1)) * tv) * sp;
+        else l += sp;
+        if (w != nullptr) l *= w[layout_offset(lw, i)];
+        out[i] = l;
+    }
+}
+
+// gx = g (x - t) / max(x (1 - x), 1e-12), times w; g broadcast through its layout
+template <typename T>
+__device__ __forceinline__ void bce_bwd_body(const T *g, Layout lg, const T *x, Layout lx, const T *t, Layout lt,
+                                             const T *w, Layout lw, T *out, int64_t n) {
+    PLAST_GRID_LOOP(i, n) {
+        const T xv = x[layout_offset(lx, i)];
+        const T q = max_keep_nan<T>(xv * (T(1) - xv), T(1e-12));
+        T r = g[layout_offset(lg, i)] * (xv - t[layout_offset(lt, i)]) / q;
+        if (w != nullptr) r *= w[layout_offset(lw, i)];
+        out[i] = r;
+    }
+}
+
+// One block: out[0] = sum of the n terms (mean: divided by n, NaN for n = 0 as on the CPU).
+template <typename T> __device__ __forceinline__ void bce_finish_body(const T *terms, int64_t n, int mean, T *out) {
+    __shared__ T scratch[32];
+    T acc = T(0);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += terms[i];
+    acc = block_sum<T>(acc, scratch);
+    if (threadIdx.x == 0) out[0] = mean ? acc / T(n) : acc;
+}
+
+#define BCE(SUF, T)                                                                                         \
+    extern "C" __global__ void bce_##SUF(const T *x, Layout lx, const T *t, Layout lt, const T *w, Layout lw, \
+                                         T *out, int64_t n, int64_t *err) {                                 \
+        bce_body<T>(x, lx, t, lt, w, lw, out, n, err);                                                      \
+    }                                                                                                       \
+    extern "C" __global__ void bce_logits_##SUF(const T *x, Layout lx, const T *t, Layout lt, const T *w,   \
+                                                Layout lw, const T *pw, Layout lpw, T *out, int64_t n) {    \
+        bce_logits_body<T>(x, lx, t, lt, w, lw, pw, lpw, out, n);                                           \
+    }                                                                                                       \
+    extern "C" __global__ void bce_bwd_##SUF(const T *g, Layout lg, const T *x, Layout lx, const T *t,      \
+                                             Layout lt, const T *w, Layout lw, T *out, int64_t n) {         \
+        bce_bwd_body<T>(g, lg, x, lx, t, lt, w, lw, out, n);                                                \
+    }                                                                                                       \
+    extern "C" __global__ void bce_finish_##SUF(const T *terms, int64_t n, int mean, T *out) {              \
+        bce_finish_body<T>(terms, n, mean, out);                                                            \
+    }
+BCE(f32, float)
+BCE(f64, double)

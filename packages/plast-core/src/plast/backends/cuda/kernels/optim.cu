@@ -3,9 +3,11 @@
 // (tensor, first element); block i updates chunk i. Hyperparameters and step counts are read from device
 // tensors when the kernel runs, so a replayed plan follows a scheduler's learning rate.
 //
-// The arithmetic follows the CPU kernels (kernels_optim.py, i.e. torch's single-tensor path) step by step, in
-// the parameter's dtype, with the scalar factors (bias corrections, step size) computed in double.
+// The arithmetic follows the CPU kernels (kernels_optim.py, kernels_optim_rmsprop.py, i.e. torch's single-tensor
+// path) step by step, in the parameter's dtype, with the scalar factors (bias corrections, step size) computed in
+// double.
 #include "common.cuh"
+#include "optim_rmsprop.cuh"
 
 #define OPT_CHUNK 16384
 
@@ -100,6 +102,35 @@ __device__ __forceinline__ void sgd_body(const OptEntry *tab, const OptChunk *ch
 extern "C" __global__ void opt_clear_flags(const OptEntry *tab, int32_t n_tensors) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_tensors; i += blockDim.x * gridDim.x)
         if (tab[i].s3) store_f(tab[i].s3, tab[i].step_f64, 0, 0.0);
+}
+
+// RMSprop: s1 = square_avg, s2 = momentum buffer (or 0), s3 = grad_avg (centered, or 0); hyper = [lr, alpha, eps,
+// weight_decay, momentum]. The element update is optim_rmsprop.cuh's, rounded as the CPU's C kernel.
+template <typename T>
+__device__ __forceinline__ void rmsprop_body(const OptEntry *tab, const OptChunk *chunks, int has_mom, int centered,
+                                             int maximize) {
+    const OptChunk ch = chunks[blockIdx.x];
+    const OptEntry e = tab[ch.tensor];
+    double hyper[5];
+    for (int j = 0; j < 5; j++) hyper[j] = load_f(e.hyper, e.hyper_f64, j);
+    const RmsCoef<T> k = plast_rmsprop_coef<T>(hyper, has_mom && e.s2, centered && e.s3, maximize);
+    T *p = reinterpret_cast<T *>(e.p);
+    T *sq = reinterpret_cast<T *>(e.s1);
+    T *buf = reinterpret_cast<T *>(e.s2);
+    T *ga = reinterpret_cast<T *>(e.s3);
+    const int64_t end = min(e.n, ch.start + (int64_t)OPT_CHUNK);
+    for (int64_t i = ch.start + threadIdx.x; i < end; i += blockDim.x)
+        plast_rmsprop_elem<T>(k, (T)load_f(e.g, e.g_f64, i), p + i, sq + i, k.use_mom ? buf + i : buf,
+                              k.centered ? ga + i : ga);
+}
+
+extern "C" __global__ void rmsprop_f32(const OptEntry *tab, const OptChunk *chunks, int has_mom, int centered,
+                                       int maximize) {
+    rmsprop_body<float>(tab, chunks, has_mom, centered, maximize);
+}
+extern "C" __global__ void rmsprop_f64(const OptEntry *tab, const OptChunk *chunks, int has_mom, int centered,
+                                       int maximize) {
+    rmsprop_body<double>(tab, chunks, has_mom, centered, maximize);
 }
 
 extern "C" __global__ void adam_f32(const OptEntry *tab, const OptChunk *chunks, int amsgrad, int decoupled,

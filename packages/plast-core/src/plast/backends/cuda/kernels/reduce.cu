@@ -1,5 +1,6 @@
 // Reductions over any set of dims, with warp shuffles: sum, prod, amax/amin (NaN propagates), all/any, p-norms,
-// argmax/argmin, logsumexp, and cumsum (a block scan per row).
+// argmax/argmin, logsumexp, cumsum (a block scan per row), and the helpers of max/min and prod backward (tie
+// weights, products of all elements but one).
 //
 // Layout convention: `lk` covers the kept dims (the output's shape, with the input's strides) and `lr` the
 // reduced dims (their shape, with the input's strides); output element j reads input offsets
@@ -211,6 +212,77 @@ __device__ __forceinline__ void cumsum_body(const T *x, Layout lrow, int64_t len
     }
 }
 
+// ---- tie weights (the backward of max/amax over whole dims): 1/count where x equals its slice's extreme -------
+// m holds the extremes (keepdim shape; `lm` maps kept index j to its element); NaN matches NaN, as on the CPU.
+// The output (x's shape, contiguous) is addressed by its own kept/reduced layouts `olk`/`olr`.
+template <typename T> __device__ __forceinline__ bool tie_match(T v, T m) { return v == m || (v != v && m != m); }
+
+template <typename T>
+__device__ __forceinline__ void tie_weights_body(const T *x, Layout lk, Layout lr, int64_t R, const T *m, Layout lm,
+                                                 T *out, Layout olk, Layout olr, int64_t n_out) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+    for (int64_t j = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); j < n_out; j += warps) {
+        const int64_t xb = layout_offset(lk, j), ob = layout_offset(olk, j);
+        const T mv = m[layout_offset(lm, j)];
+        int64_t count = 0;
+        for (int64_t r = lane; r < R; r += 32) count += tie_match<T>(x[xb + layout_offset(lr, r)], mv);
+        count = warp_sum(count);
+        const T w = (T)(1.0 / (double)(count > 0 ? count : 1));  // the CPU divides in double, then rounds
+        for (int64_t r = lane; r < R; r += 32)
+            out[ob + layout_offset(olr, r)] = tie_match<T>(x[xb + layout_offset(lr, r)], mv) ? w : T(0);
+    }
+}
+
+// ---- products of all elements but one along a dim (prod's gradient), exact with zeros: no division ------------
+// One thread per row (all dims but `dim`): lrow / orow / grow map a row to its first element in x / out / g, and
+// xs / os / gs are the strides along `dim`. prod_others: out[k] = left[k] * right[k], the exclusive prefix and
+// suffix products, multiplied in the CPU's order. prod_others_bw: out[k] = sum_{i != k} g[i] prod_{j != i, k} x[j]
+// = acc_l[k] right[k] + left[k] acc_r[k] with running sums acc_l, acc_r; `left` is scratch for the prefixes.
+template <typename T>
+__device__ __forceinline__ void prod_others_body(const T *x, Layout lrow, int64_t xs, T *out, Layout orow, int64_t os,
+                                                 int64_t len, int64_t n_rows) {
+    PLAST_GRID_LOOP(row, n_rows) {
+        const int64_t xb = layout_offset(lrow, row), ob = layout_offset(orow, row);
+        T acc = T(1);
+        for (int64_t k = 0; k < len; k++) {
+            out[ob + k * os] = acc;
+            acc *= x[xb + k * xs];
+        }
+        acc = T(1);
+        for (int64_t k = len - 1; k >= 0; k--) {
+            out[ob + k * os] *= acc;
+            acc *= x[xb + k * xs];
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void prod_others_bw_body(const T *x, Layout lrow, int64_t xs, const T *g, Layout grow,
+                                                    int64_t gs, T *out, Layout orow, int64_t os, T *left,
+                                                    int64_t len, int64_t n_rows) {
+    PLAST_GRID_LOOP(row, n_rows) {
+        const int64_t xb = layout_offset(lrow, row), gb = layout_offset(grow, row), ob = layout_offset(orow, row);
+        T *lp = left + row * len;
+        T pre = T(1), acc = T(0);
+        for (int64_t k = 0; k < len; k++) {
+            const T xv = x[xb + k * xs];
+            lp[k] = pre;
+            out[ob + k * os] = acc;  // acc_l[k]
+            acc = acc * xv + g[gb + k * gs] * pre;
+            pre *= xv;
+        }
+        T suf = T(1);
+        acc = T(0);
+        for (int64_t k = len - 1; k >= 0; k--) {
+            const T xv = x[xb + k * xs];
+            out[ob + k * os] = out[ob + k * os] * suf + lp[k] * acc;
+            acc = acc * xv + g[gb + k * gs] * suf;  // acc_r[k - 1]
+            suf *= xv;
+        }
+    }
+}
+
 // ---- instantiations -----------------------------------------------------------------------------------------
 #define REDUCE(NAME, T, A)                                                                                  \
     extern "C" __global__ void reduce_warp_##NAME(int op, const T *x, Layout lk, Layout lr, int64_t R,      \
@@ -264,3 +336,20 @@ CUMSUM(f64_f64, double, double)
 CUMSUM(i32_i64, int32_t, int64_t)
 CUMSUM(i64_i64, int64_t, int64_t)
 CUMSUM(u8_i64, uint8_t, int64_t)
+
+#define TIE_PROD(SUF, T)                                                                                    \
+    extern "C" __global__ void tie_weights_##SUF(const T *x, Layout lk, Layout lr, int64_t R, const T *m,  \
+                                                 Layout lm, T *out, Layout olk, Layout olr, int64_t n_out) {   \
+        tie_weights_body<T>(x, lk, lr, R, m, lm, out, olk, olr, n_out);                                     \
+    }                                                                                                       \
+    extern "C" __global__ void prod_others_##SUF(const T *x, Layout lrow, int64_t xs, T *out, Layout orow,  \
+                                                 int64_t os, int64_t len, int64_t n_rows) {                 \
+        prod_others_body<T>(x, lrow, xs, out, orow, os, len, n_rows);                                       \
+    }                                                                                                       \
+    extern "C" __global__ void prod_others_bw_##SUF(const T *x, Layout lrow, int64_t xs, const T *g,        \
+                                                    Layout grow, int64_t gs, T *out, Layout orow, int64_t os, \
+                                                    T *left, int64_t len, int64_t n_rows) {                 \
+        prod_others_bw_body<T>(x, lrow, xs, g, grow, gs, out, orow, os, left, len, n_rows);                 \
+    }
+TIE_PROD(f32, float)
+TIE_PROD(f64, double)

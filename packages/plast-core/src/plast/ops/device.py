@@ -1,0 +1,143 @@
+"""Moving tensors between devices (``.to(device)``, ``.cuda()``, ``.cpu()``), and reading or writing a tensor's
+memory from the host on any device.
+
+A transfer is the op ``to_device``: its row has a kernel per destination (CPU: copy from the GPU; CUDA: copy from
+the host or the GPU), and its backward sends the gradient back to the source device, as in torch. Outside a
+graph (no grad needed, not tracing) a transfer copies now into persistent memory, as ``clone()`` does.
+
+A transfer always computes its input first and its own output at once, so no unrealized graph ever spans two
+devices: the scheduler, the memory planner and fusion only ever see graphs of one device.
+"""
+
+import numpy as np
+
+from .. import _arenas
+from ..devices import as_device
+from ..engine import autograd_state
+from ..engine.graph import record
+from .registry import register
+
+
+def _copy_to_cpu(node, inputs, outputs):
+    from ..backends.cuda import transfer
+
+    transfer.copy_to_cpu(node, inputs, outputs)
+
+
+def _copy_to_cuda(node, inputs, outputs):
+    from ..backends.cuda import transfer
+
+    transfer.copy_to_cuda(node, inputs, outputs)
+
+
+def _to_device_bw(node, g):
+    return (to_device(g, node.args[0]),)
+
+
+# The "cuda" column is filled by register_cuda_kernels() (backends/cuda/kernels.py's table) with the same copy.
+TO_DEVICE = register("to_device", cpu=_copy_to_cpu, backward=_to_device_bw, saves_inputs=False)
+
+
+_CUDA = as_device("cuda")
+
+
+def _check_device(dev):
+    """`dev` once it can hold tensors (for CUDA: its arenas and kernels exist, else CudaUnavailableError says
+    why). "cuda:0" is "cuda": plast drives one GPU."""
+    if dev.type == "cuda":
+        if dev.index not in (None, 0):
+            raise NotImplementedError(f"plast uses one GPU, cuda:0; got {dev}")
+        _arenas.arenas("cuda")
+        return _CUDA
+    return dev
+
+
+def to_device(x, device):
+    """x on `device` (x itself when it is there already)."""
+    from ..engine.jit import tracing
+    from ..tensor import Tensor
+
+    if not isinstance(x, Tensor):
+        raise TypeError(f"to_device: expected a tensor, got {type(x).__name__}")
+    dev = as_device(device)
+    if dev == x.device:
+        return x
+    dev = _check_device(dev)
+    _check_device(x.device)
+    x._realized()
+    if (x.requires_grad and autograd_state.grad_enabled) or tracing():
+        # an op: autograd sends the gradient back, and a jit plan replays the copy
+        out = record(TO_DEVICE, (x,), (str(x.device),), [(tuple(x.shape), x.dtype)], dev)[0]
+        out._realized()
+        return out
+    st = _arenas.persistent(dev.type).new(x.numel() * x.dtype.itemsize)
+    out = Tensor._from_storage(st, tuple(x.shape), x.dtype, dev)
+    (_copy_to_cuda if dev.type == "cuda" else _copy_to_cpu)(None, [x], [out])
+    return out
+
+
+def cuda(x, device=None, non_blocking=False):
+    """x on the GPU (``non_blocking`` is accepted for torch's sake; copies are synchronous)."""
+    if device is None:
+        device = "cuda"
+    elif isinstance(device, int):
+        device = f"cuda:{device}"
+    dev = as_device(device)
+    if dev.type != "cuda":
+        raise ValueError(f"cuda(): expected a CUDA device, got {dev}")
+    return to_device(x, dev)
+
+
+# ---- host reads and writes of tensor memory, on any device ---------------------------------------------------
+
+
+def host_array(t):
+    """The values of a realized tensor as numpy: a zero-copy view of CPU memory (internal use only), a fresh
+    copy of GPU memory."""
+    t._storage.check()
+    if t.device.type == "cuda":
+        from ..backends.cuda import transfer
+
+        return transfer.to_host_array(t)
+    from ..backends.cpu.kernels import np_view
+
+    return np_view(t)
+
+
+def write_host(t, values):
+    """Write host `values` (broadcast to t's shape, cast to its dtype) into a realized tensor's memory."""
+    t._storage.check()
+    if t.device.type == "cuda":
+        from ..backends.cuda import transfer
+
+        transfer.write_from_host(t, values)
+        return
+    from ..backends.cpu.kernels import np_view
+
+    if t.numel():
+        np_view(t)[...] = np.asarray(values)
+
+
+def copy_values(dst, src):
+    """dst[...] = src for two realized tensors of one shape on one device."""
+    if dst.device != src.device:
+        from ..errors import DeviceMismatchError
+
+        raise DeviceMismatchError(f"copy_values: tensors are on {dst.device} and {src.device}")
+    if dst.device.type == "cuda":
+        from ..backends.cuda import transfer
+
+        transfer.copy_values(dst, src)
+        return
+    from ..backends.cpu.kernels import np_view
+
+    if dst.numel():
+        np_view(dst)[...] = np_view(src)
+
+
+__all__ = []
+
+TENSOR_METHODS = {
+    "cuda": cuda,
+    "is_cuda": property(lambda x: x.device.type == "cuda"),
+}
