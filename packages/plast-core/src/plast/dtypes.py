@@ -117,6 +117,10 @@ def result_type(tensors, scalars=()):
     >>> result_type([plast.ones(3)], [2.5])  # doctest: +SKIP
     plast.float32
     """
+    if not scalars and len(tensors) == 2:
+        a, b = tensors
+        if a.dtype is b.dtype:  # the common case: one dtype, whatever the dims
+            return a.dtype
     dim = zero = None
     for t in tensors:
         if t.ndim:

@@ -52,14 +52,6 @@ class Tensor(TensorBase):
     def element_size(self):
         return self.dtype.itemsize
 
-    def is_contiguous(self):
-        expected = 1
-        for s, st in zip(reversed(self._shape), reversed(self._strides)):
-            if s != 1 and st != expected:
-                return False
-            expected *= s
-        return True
-
     @property
     def is_leaf(self):
         return self._node is None or not self.requires_grad or not self._node.needs_grad
@@ -105,7 +97,9 @@ class Tensor(TensorBase):
 
         self._read()
         if self.device.type != "cpu":
-            raise TypeError(f"can't convert a {self.device.type} tensor to numpy; call .cpu() first")
+            from .ops.device import host_array
+
+            return host_array(self)  # GPU memory: always a fresh host copy
         arr = np_view(self)
         st = self._storage
         if st.arena is not None and st.arena.transient:
@@ -184,13 +178,9 @@ class Tensor(TensorBase):
                 device = a
         out = self
         if device is not None:
-            from .devices import as_device
+            from .ops.device import to_device
 
-            dev = as_device(device)
-            if dev != self.device:
-                raise NotImplementedError(
-                    f"moving tensors to {dev} comes with the CUDA backend; only the CPU exists now"
-                )
+            out = to_device(out, device)
         if dtype is not None:
             out = M.cast(out, dtype)
         if copy and out is self:
@@ -213,7 +203,9 @@ class Tensor(TensorBase):
         return M.cast(self, dtypes.bool_)
 
     def cpu(self):
-        return self
+        from .ops.device import to_device
+
+        return to_device(self, "cpu")
 
     def detach(self):
         """A tensor sharing this one's value that is cut from the graph (no grad)."""
@@ -320,14 +312,19 @@ _SCALAR_CACHE = {}
 
 def scalar_tensor(value, dtype, device):
     """A 0-d constant in persistent memory, shared by every op that uses the same (value, dtype, device)."""
-    key = (type(value), value, dtype.code, str(device))
+    key = (type(value), value, dtype.code, device)
     t = _SCALAR_CACHE.get(key)
     if t is None:
         if len(_SCALAR_CACHE) > 4096:
             _SCALAR_CACHE.clear()
         st = _arenas.persistent(device.type).new(dtype.itemsize)
         t = Tensor._from_storage(st, (), dtype, device)
-        np.frombuffer(st, dtype=dtype.np, count=1)[0] = value
+        if device.type == "cpu":
+            np.frombuffer(st, dtype=dtype.np, count=1)[0] = value
+        else:
+            from .ops.device import write_host
+
+            write_host(t, value)
         _SCALAR_CACHE[key] = t
     return t
 

@@ -19,6 +19,8 @@ cdef class TensorBase:
     cdef public object _readers      # weakrefs to nodes recorded while this tensor had no memory
     cdef object __weakref__
 
+    cpdef bint is_contiguous(self)
+
 
 cdef class Node:
     cdef public object op

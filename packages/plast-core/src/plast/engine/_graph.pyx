@@ -55,6 +55,17 @@ cdef class TensorBase:
             n *= <Py_ssize_t>s
         return n
 
+    cpdef bint is_contiguous(self):
+        """Row-major with no gaps (size-1 dims may have any stride), as torch defines it."""
+        shape, strides = self._shape, self._strides
+        cdef Py_ssize_t expected = 1, i, d
+        for i in range(len(shape) - 1, -1, -1):
+            d = shape[i]
+            if d != 1 and <Py_ssize_t>strides[i] != expected:
+                return False
+            expected *= d
+        return True
+
     @classmethod
     def _lazy(cls, shape, dtype, device, node, index=0):
         return new_lazy(cls, shape, dtype, device, node, index)

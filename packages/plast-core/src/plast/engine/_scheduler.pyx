@@ -161,7 +161,7 @@ cdef class _GroupKernel:
     """A fused group's kernel with its arguments bound: the ``kernel(node, inputs, outputs)`` a jit tape
     replays."""
 
-    cdef object kernel, args
+    cdef readonly object kernel, args
 
     def __init__(self, kernel, args):
         self.kernel = kernel
@@ -285,5 +285,8 @@ def fingerprint(list order, set internal):
             flags = tuple([(id(n), j) in internal for j in range(nout)])
         else:
             flags = nout
-        parts.append((n.op.name, n.args, tuple([(s, d.code) for s, d in n.specs]), n.device, tuple(ins), flags))
+        dev = n.device
+        parts.append(
+            (n.op.name, n.args, tuple([(s, d.code) for s, d in n.specs]), dev.type, dev.index, tuple(ins), flags)
+        )
     return hash(tuple(parts))

@@ -6,7 +6,7 @@ backward). The chain compiles to a register bytecode that csrc/elementwise_chain
 tiles: loads with broadcast strides, the ops, one store. Intermediates never touch memory.
 """
 
-from ..backends.cpu import kernels as cpu
+from ..backends.cpu import _fused
 
 BINARY = {"add", "sub", "mul", "div", "maximum", "minimum"}
 UNARY = {"exp", "log", "log1p", "sqrt", "tanh", "sigmoid", "relu", "abs", "erf", "sign"}
@@ -32,6 +32,8 @@ def _eligible(n):
     if name not in BINARY and name not in UNARY:
         return False
     shape, dt = n.specs[0]
+    # The chain program runs on the CPU (csrc/elementwise_chain.c) and reads memory through host pointers; the
+    # CUDA backend has no chain code generator yet, so chains of CUDA nodes stay unfused (one kernel per op).
     if dt.code not in (3, 4) or len(n.specs) != 1 or n.device.type != "cpu":
         return False
     return all(t.dtype is dt for t in n.inputs)
@@ -69,8 +71,6 @@ def grow(root, internal, covered):
 
 def compile_chain(nodes_in_order):
     """(program bytes, external input tensors) for nodes given in topological order (the root last)."""
-    from ..backends.cpu import _fused
-
     member = {id(n) for n in nodes_in_order}
     reg_of = {}  # id(node) -> register holding its output
     ext = []  # external input tensors
@@ -115,25 +115,31 @@ def compile_chain(nodes_in_order):
     return _fused.assemble(prog), ext
 
 
+def chain_inputs(nodes_in_order):
+    """The chain's external input tensors in the order compile_chain loads them, and its alias pattern: for every
+    external operand read, the index of its tensor in that list (two reads of one tensor share an index)."""
+    member = {id(n) for n in nodes_in_order}
+    ext, index, pattern = [], {}, []
+    for n in nodes_in_order:
+        for t in n.inputs:
+            p = t._node
+            if p is not None and id(p) in member and t._storage is None:
+                continue
+            k = index.get(id(t))
+            if k is None:
+                k = index[id(t)] = len(ext)
+                ext.append(t)
+            pattern.append(k)
+    return ext, tuple(pattern)
+
+
 class _TooBig(Exception):
     pass
 
 
 def kernel(root, inputs, outputs, args):
-    from ..backends.cpu import _fused
-
-    (program,) = args
-    out = outputs[0]
-    shape = out._shape
-    _fused.run_program_nd(
-        program,
-        out.dtype.code,
-        shape,
-        [cpu.address(t) for t in inputs],
-        [cpu.bcast_strides(t, shape) for t in inputs],
-        [cpu.address(out)],
-        [out._strides],
-    )
+    """The group kernel: the chain's program over the output's shape (csrc/elementwise_chain.c)."""
+    _fused.run_program_tensors(args[0], outputs[0], inputs)
 
 
 def find_chains(order, internal, covered):

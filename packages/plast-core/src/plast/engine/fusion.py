@@ -77,9 +77,16 @@ def register_rules(*rules):
         _FIRST_LEVEL.setdefault(r.pattern.op, set()).update(kids)
 
 
+def _device_type(node):
+    dev = node.device
+    return "cpu" if dev is None else dev.type
+
+
 def may_fuse(order):
     """Cheap pre-check: does any node look like the top of a rule's pattern? (Saves planning small graphs.)"""
     for n in order:
+        if not _device_fuses(_device_type(n)):
+            continue
         kids = _FIRST_LEVEL.get(n.op.name)
         if kids:
             for t in n.inputs:
@@ -91,6 +98,49 @@ def may_fuse(order):
 
 def enabled():
     return os.environ.get("PLAST_FUSION", "1") != "0"
+
+
+# ---- devices ---------------------------------------------------------------------------------------------------
+# The rules' builds return CPU kernels. A group of CUDA nodes takes its rule's CUDA kernel instead (the backend's
+# FUSED_RULES, by rule name) through a twin Rule whose build swaps the kernel: plans cache the twin, so a plan-cache
+# hit rebuilds the group with the CUDA kernel too. A rule with no kernel for a device leaves that device unfused.
+
+_DEVICE_RULES = {}  # (rule, device type) -> twin Rule, or None when the device has no kernel
+
+
+def _device_kernels(dev_type):
+    """{rule name: fused kernel} of a non-CPU device."""
+    if dev_type == "cuda":
+        from ..backends.cuda.kernels_nn import FUSED_RULES
+
+        return FUSED_RULES
+    return {}
+
+
+def _device_fuses(dev_type):
+    return dev_type == "cpu" or bool(_device_kernels(dev_type))
+
+
+def _rule_for(rule, dev_type):
+    """`rule` itself on the CPU; its twin with the device's kernel elsewhere; None when the device has none."""
+    if dev_type == "cpu":
+        return rule
+    key = (rule, dev_type)
+    if key not in _DEVICE_RULES:
+        kernel = _device_kernels(dev_type).get(rule.name)
+        if kernel is None:
+            _DEVICE_RULES[key] = None
+        else:
+
+            def build(caps, root, _build=rule.build, _kernel=kernel):
+                built = _build(caps, root)
+                if built is None:
+                    return None
+                _, inputs, args = built
+                return _kernel, inputs, args
+
+            _DEVICE_RULES[key] = Rule(rule.name, rule.pattern, build)
+    return _DEVICE_RULES[key]
 
 
 class Group:
@@ -135,17 +185,23 @@ def find_groups(order, internal, rules=None):
     for node in reversed(order):
         if id(node) in covered_ids:
             continue
+        dev_type = _device_type(node)
         for rule in rules:
             caps, covered = {}, []
             if _match(rule.pattern, node, internal, caps, covered):
                 if any(id(n) in covered_ids for n in covered):
                     continue
-                built = rule.build(caps, node)
+                if any(_device_type(n) != dev_type for n in covered):
+                    continue  # never one kernel across devices
+                dev_rule = _rule_for(rule, dev_type)
+                if dev_rule is None:
+                    continue  # no fused kernel on this device: its nodes run one by one
+                built = dev_rule.build(caps, node)
                 if built is None:
                     continue
                 kernel, inputs, args = built
                 nodes = sorted(covered, key=order.index) + [node]
-                groups[id(node)] = Group(rule, nodes, kernel, inputs, args)
+                groups[id(node)] = Group(dev_rule, nodes, kernel, inputs, args)
                 covered_ids.update(id(n) for n in covered)
                 break
     return groups, covered_ids

@@ -71,18 +71,75 @@ def _repoint_readers(t, old):
     t._readers = None
 
 
+def _check_leaf(t, opname):
+    if autograd_state.grad_enabled and t.requires_grad and t.is_leaf:
+        raise RuntimeError(
+            f"{opname}: a leaf tensor that requires grad can't be modified in place while grad is enabled "
+            "(the change would be invisible to backward); wrap the update in `with plast.no_grad():`"
+        )
+
+
+def write_inplace(t, write, opname):
+    """Let ``write(t)`` put new values straight into t's memory (a random fill, a copy from another device) when
+    apply_inplace would take its direct branch anyway: t is outside any differentiable graph and no trace is
+    being recorded. Saves the intermediate tensor and its copy. Returns t, or None when t can't be written
+    directly (then the caller uses apply_inplace)."""
+    from .jit import tracing
+
+    _check_leaf(t, opname)
+    if t.grad_fn is not None or tracing():
+        return None
+    if t._storage is None:
+        realize([t])
+    realize(_pending_readers(t._storage))  # whatever reads the old value computes it first
+    t._storage.check()
+    write(t)
+    t._storage.version += 1
+    t._version += 1
+    return t
+
+
+def _write_window(t, old, new):
+    """When `new` is a window op of `old` (t's current value: index_put, i.e. ``t[i] = v``) whose op has a kernel
+    that writes just the window into input 0's own memory, run that kernel on t's memory instead of computing
+    `new` whole and copying it back. A K/V cache row written per decoded token then costs the row, not the cache.
+    Returns True when it did (t is then written and its storage version bumped)."""
+    node = new._node
+    if node is None or new._storage is not None or node.done or t.device.type == "cuda":
+        return False
+    kernel = node.op.window_kernels.get(t.device.type)
+    if kernel is None or not node.inputs or node.inputs[0] is not old or not t.is_contiguous():
+        return False
+    rest = tuple(node.inputs[1:])
+    if any(x is old for x in rest):
+        return False
+    # what else reads t's current value computes it first; `new` itself (a reader of old) is never computed
+    pending = [x for x in _pending_readers(t._storage) if x._node is not node]
+    realize([x for x in rest if x._storage is None] + pending)
+    st = t._storage
+    for x in rest:
+        # a value read from t's own memory (``x[0] = x[1]``) could overlap the window: take the copying path
+        if x._storage is st or getattr(x._storage, "owner", None) is st:
+            return False
+    st.check()
+    for x in rest:
+        x._storage.check()
+    inputs = (t,) + rest
+    kernel(node, inputs, [t])
+    from . import jit
+
+    jit.note_kernel(kernel, node, inputs, [t])
+    st.version += 1
+    return True
+
+
 def apply_inplace(t, fn, opname):
     """Make `t` hold ``fn(old value of t)`` and return t."""
     from ..backends.cpu.kernels import np_view
     from ..errors import ShapeError
     from ..ops import movement
 
-    grad_on = autograd_state.grad_enabled
-    if grad_on and t.requires_grad and t.is_leaf:
-        raise RuntimeError(
-            f"{opname}: a leaf tensor that requires grad can't be modified in place while grad is enabled "
-            "(the change would be invisible to backward); wrap the update in `with plast.no_grad():`"
-        )
+    _check_leaf(t, opname)
     if t.grad_fn is None and t._storage is None:
         # Outside any graph an in-place op writes memory (views of t must see it): give t its memory first.
         realize([t])
@@ -102,10 +159,17 @@ def apply_inplace(t, fn, opname):
     direct = t._storage is not None and t.grad_fn is None and not new.requires_grad
     if direct:
         _undo_alias(t, old)
+        if _write_window(t, old, new):
+            t._version += 1
+            return t
         realize([new] + _pending_readers(t._storage))
         t._storage.check()
         new._storage.check()
-        if t.numel():
+        if t.numel() and t.device.type != "cpu":  # GPU memory is no numpy buffer (plast.ops.device)
+            from ..ops.device import copy_values
+
+            copy_values(t, new)
+        elif t.numel():
             np_view(t)[...] = np_view(new)
         from . import jit
 

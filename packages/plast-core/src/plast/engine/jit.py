@@ -28,6 +28,7 @@ import os
 import weakref
 
 from ..errors import JitError
+from ._graph import TensorBase as Tensor  # every plast.Tensor is one
 
 _tape = None  # the Tape being recorded, or None
 _host_side = 0  # >0 while runtime_input callbacks run: their writes are not part of the plan
@@ -128,6 +129,7 @@ def runtime_input(fn):
 class Plan:
     __slots__ = (
         "steps",
+        "compiled",
         "arg_aliases",
         "arg_views",
         "captured_transient",
@@ -196,13 +198,12 @@ class JitFunction:
         return functools.partial(self.__call__, obj)
 
     def _key(self, args, kwargs):
-        from ..tensor import Tensor
-
         parts = []
-        for a in list(args) + [kwargs[k] for k in sorted(kwargs)]:
+        for a in (args + tuple([kwargs[k] for k in sorted(kwargs)])) if kwargs else args:
             if isinstance(a, Tensor):
+                dev = a.device
                 parts.append(
-                    ("T", tuple(a.shape), a.dtype.code, str(a.device), tuple(a._strides), a.requires_grad)
+                    ("T", a._shape, a.dtype.code, dev.type, dev.index, tuple(a._strides), a.requires_grad)
                 )
             else:
                 try:
@@ -214,14 +215,14 @@ class JitFunction:
         return tuple(parts) + tuple(sorted(kwargs))
 
     def __call__(self, *args, **kwargs):
-        from .realize import realize
-
         if _tape is not None:
             raise JitError("calling a @plast.jit function while another one is being traced is not supported")
-        from ..tensor import Tensor
+        tensors = [a for a in (args + tuple(kwargs.values()) if kwargs else args) if isinstance(a, Tensor)]
+        pending = [t for t in tensors if t._storage is None]
+        if pending:
+            from .realize import realize
 
-        tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, Tensor)]
-        realize([t for t in tensors if t._storage is None])
+            realize(pending)
         for t in tensors:
             t._storage.check()
         key = self._key(args, kwargs)
@@ -270,6 +271,7 @@ class JitFunction:
         self.traces += 1
         plan = Plan()
         plan.steps = tape.steps
+        plan.compiled = None  # compiled on the first replay (engine/_replay.pyx)
         plan.arg_aliases = aliases
         plan.results = results
         plan.runtime_inputs = tape.runtime_inputs
@@ -299,10 +301,21 @@ class JitFunction:
             # views of the argument taken while tracing (reshape, .T, indexing) read the new argument too
             for v, rel in views:
                 v._storage, v._offset, v._npcache = t._storage, t._offset + rel, None
-        for s in plan.steps:
-            s.kernel(s.node, s.inputs, s.outputs)
+        if plan.compiled is None:
+            from . import _replay
+
+            plan.compiled = _replay.compile_steps(plan.steps)
+        _run_compiled(plan.compiled)
         self.replays += 1
         return _unflatten(plan.treedef, [_fresh(r) for r in plan.results])
+
+
+def _run_compiled(compiled):
+    from ._replay import run
+
+    global _run_compiled
+    _run_compiled = run  # bound on first use: _replay imports the CPU kernels, which import the engine
+    run(compiled)
 
 
 def _captured_transient(tape, aliases):

@@ -8,7 +8,6 @@ import contextlib
 import os
 
 from .. import _arenas
-from ..memory.arena import view_of
 from . import chains, fusion, jit
 from ._scheduler import execute, fingerprint, internal_outputs, schedule
 
@@ -16,10 +15,10 @@ from ._scheduler import execute, fingerprint, internal_outputs, schedule
 def _check_nan(node, outs):
     import numpy as np
 
-    from ..backends.cpu.kernels import np_view
+    from ..ops.device import host_array  # a view of CPU memory, a copy of GPU memory
 
     for i, o in enumerate(outs):
-        if o.dtype.is_floating_point and o.numel() and np.isnan(np_view(o)).any():
+        if o.dtype.is_floating_point and o.numel() and np.isnan(host_array(o)).any():
             shapes = ", ".join(str(tuple(t.shape)) for t in node.inputs)
             raise RuntimeError(
                 f"anomaly detected: op {node.op.name!r} produced NaN in output {i} (shape {tuple(o.shape)}) "
@@ -70,12 +69,24 @@ class Plan:
     """What the scheduler decided for one graph shape: fused groups (as (root position, rule)) and the layout of
     the graph's internal intermediates in one transient block ({(position, output): byte offset}, block bytes)."""
 
-    __slots__ = ("groups", "layout", "block_bytes")
+    __slots__ = ("groups", "layout", "block_bytes", "_slots")
 
     def __init__(self, groups, layout, block_bytes):
         self.groups = groups
         self.layout = layout
         self.block_bytes = block_bytes
+        self._slots = None
+
+    def slots(self):
+        """[(position, output, byte offset, bytes)] of the planned intermediates (sizes filled on first use)."""
+        return self._slots
+
+    def size_slots(self, order):
+        out = []
+        for (i, j), off in self.layout.items():
+            shape, dtype = order[i].specs[j]
+            out.append((i, j, off, max(1, _numel(shape)) * dtype.itemsize))
+        self._slots = out
 
 
 def _memory_plan(order, internal, covered, groups):
@@ -141,11 +152,16 @@ def _plan(order):
         groups, covered = {}, set()
         for root_pos, rule, *rest in cached.groups:
             root = order[root_pos]
-            if rest:  # an elementwise chain: its member positions
+            if rest:  # an elementwise chain: its member positions, then {alias pattern: program}
                 nodes = [order[i] for i in rule]
-                # NOTE: compiled again, not taken from the plan: which external inputs are one tensor (a shared
-                # constant, x used twice) is data the fingerprint does not see, and the program depends on it.
-                program, ext = chains.compile_chain(nodes)
+                # NOTE: which external inputs are one tensor (a shared constant, x used twice) is data the
+                # fingerprint does not see, and the program depends on it: programs are kept per alias pattern.
+                ext, pattern = chains.chain_inputs(nodes)
+                programs = rest[1]
+                program = programs.get(pattern)
+                if program is None:
+                    program, ext = chains.compile_chain(nodes)
+                    programs[pattern] = program
                 groups[id(root)] = fusion.Group(chains.RULE, nodes, chains.kernel, ext, (program,))
                 covered.update(id(n) for n in nodes[:-1])
                 continue
@@ -171,7 +187,12 @@ def _plan(order):
         [
             (pos[rid], g.rule)
             if g.rule is not chains.RULE
-            else (pos[rid], [pos[id(n)] for n in g.nodes], g.args)
+            else (
+                pos[rid],
+                [pos[id(n)] for n in g.nodes],
+                g.args,
+                {chains.chain_inputs(g.nodes)[1]: g.args[0]},
+            )
             for rid, g in groups.items()
         ],
         layout,
@@ -199,11 +220,12 @@ def realize(targets):
     if len(order) > 1:
         groups, covered, plan = _plan(order)
         if plan.layout and jit._tape is None:
+            if plan._slots is None:
+                plan.size_slots(order)
             block = _arenas.transient(order[0].device.type).new(plan.block_bytes)
             slots = {}
-            for (i, j), off in plan.layout.items():
-                shape, dtype = order[i].specs[j]
-                slots[(id(order[i]), j)] = view_of(block, off, max(1, _numel(shape)) * dtype.itemsize)
+            for i, j, off, nbytes in plan.slots():
+                slots[(id(order[i]), j)] = _arenas.view_of(block, off, nbytes)
             block = None
     n_groups, n_fused = execute(order, groups, covered, slots, _check_nan)
     if _FIRED is not None and groups:

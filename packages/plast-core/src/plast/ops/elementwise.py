@@ -2,6 +2,7 @@
 
 from .. import dtypes
 from ..backends.cpu import kernels as cpu
+from ..engine.graph import TensorBase as Tensor  # every plast.Tensor is one
 from ..engine.graph import record
 from ..errors import DeviceMismatchError
 from . import movement
@@ -11,18 +12,20 @@ from .shapes import broadcast_shapes
 
 def _as_tensor_pair(a, b, opname):
     """Bring (tensor|scalar, tensor|scalar) to two tensors of the promoted dtype on one device."""
-    from ..tensor import Tensor, scalar_tensor
-
     if isinstance(a, Tensor) and isinstance(b, Tensor):
-        if a.device != b.device:
+        if a.device is not b.device and a.device != b.device:
             raise DeviceMismatchError(
                 f"{opname}: inputs are on {a.device} and {b.device}; move one with .to() first"
             )
         dt = dtypes.result_type((a, b))
     elif isinstance(a, Tensor):
+        from ..tensor import scalar_tensor
+
         dt = dtypes.result_type((a,), (b,))
         b = scalar_tensor(b, dt, a.device)
     elif isinstance(b, Tensor):
+        from ..tensor import scalar_tensor
+
         dt = dtypes.result_type((b,), (a,))
         a = scalar_tensor(a, dt, b.device)
     else:

@@ -5,7 +5,7 @@ from ..backends.cpu import kernels as cpu
 from ..engine.graph import record
 from ..errors import ShapeError
 from .registry import register
-from .shapes import contiguous_strides, numel
+from .shapes import contiguous_strides, norm_dim, numel
 
 
 def _cast_bw(node, g):
@@ -184,21 +184,20 @@ def permute(x, *dims):
     """A view with dims reordered (no copy)."""
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
-    from .shapes import norm_dim
-
-    perm = tuple(norm_dim(d, x.ndim, "permute") for d in dims)
-    if len(perm) != x.ndim or sorted(perm) != list(range(x.ndim)):
-        raise ShapeError(f"permute: dims {tuple(dims)} are not a permutation of {x.ndim} dims")
-    if perm == tuple(range(x.ndim)):
+    nd = x.ndim
+    perm = tuple([norm_dim(d, nd, "permute") for d in dims])
+    ident = tuple(range(nd))
+    if len(perm) != nd or tuple(sorted(perm)) != ident:
+        raise ShapeError(f"permute: dims {tuple(dims)} are not a permutation of {nd} dims")
+    if perm == ident:
         return x
-    shape = tuple(x.shape[p] for p in perm)
-    strides = tuple(x._strides[p] for p in perm)
+    xs, xst = x._shape, x._strides
+    shape = tuple([xs[p] for p in perm])
+    strides = tuple([xst[p] for p in perm])
     return record(PERMUTE, (x,), (perm, strides, 0), [(shape, x.dtype)], x.device)[0]
 
 
 def transpose(x, dim0, dim1):
-    from .shapes import norm_dim
-
     d0, d1 = norm_dim(dim0, x.ndim, "transpose"), norm_dim(dim1, x.ndim, "transpose")
     perm = list(range(x.ndim))
     perm[d0], perm[d1] = perm[d1], perm[d0]

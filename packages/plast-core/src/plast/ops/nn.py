@@ -10,7 +10,7 @@ import math
 
 from .. import dtypes
 from ..backends.cpu import kernels_nn as K
-from ..engine.graph import record
+from ..engine.graph import TensorBase, record
 from ..errors import DeviceMismatchError, DTypeError, ShapeError
 from . import movement
 from . import reduce as R
@@ -27,13 +27,14 @@ _REDUCTIONS = ("none", "mean", "sum")
 
 
 def _tensor_check(x, op, name="input"):
-    from ..tensor import Tensor
-
-    if not isinstance(x, Tensor):
+    if not isinstance(x, TensorBase):  # every plast.Tensor is one
         raise TypeError(f"{op}: {name} must be a plast Tensor, got {type(x).__name__}")
 
 
 def _same_device(op, *ts):
+    first = ts[0].device if ts[0] is not None else None
+    if all(t is None or t.device is first for t in ts):  # the common case: one device object
+        return
     devs = {t.device for t in ts if t is not None}
     if len(devs) > 1:
         raise DeviceMismatchError(
@@ -76,8 +77,8 @@ def _realized_array(t):
     """numpy values of an already-realized tensor (for eager index checks), else None."""
     from ..engine.jit import tracing
 
-    if t._storage is None or tracing():
-        return None
+    if t._storage is None or tracing() or t.device.type != "cpu":
+        return None  # GPU tensors: the kernels check the values
     from ..backends.cpu.kernels import np_view
 
     t._storage.check()
@@ -654,6 +655,20 @@ def _emb_bw(node, g):
     return None, _embedding_backward(g, ids, w.shape[0], node.args[0])
 
 
+def _emb_freq_bw(node, g):
+    """scale_grad_by_freq: each row's gradient divided by how often its id occurs in the batch."""
+    from ..tensor import scalar_tensor
+    from .pointwise import clamp_min
+
+    ids, w = node.inputs
+    num = w.shape[0]
+    gw = _embedding_backward(g, ids, num, node.args[0])
+    # the counts come from the same scatter-add kernel, run on a column of ones
+    one = movement.expand(scalar_tensor(1.0, g.dtype, g.device), tuple(ids.shape) + (1,))
+    counts = _embedding_backward(one, ids, num, None)
+    return None, div(gw, clamp_min(counts, 1.0))
+
+
 def _emb_bw_bw(node, h):
     # the adjoint of the scatter-add is a gather that leaves padding rows at zero
     g, ids = node.inputs
@@ -665,6 +680,8 @@ def _emb_bw_bw(node, h):
 
 
 EMBEDDING = register("embedding", cpu=K.embedding, backward=_emb_bw)
+# the same lookup, whose backward scales each row's gradient by 1 / (its id's count): scale_grad_by_freq=True
+EMBEDDING_FREQ = register("embedding_scale_grad_by_freq", cpu=K.embedding, backward=_emb_freq_bw)
 EMBEDDING_BW = register("embedding_backward", cpu=K.embedding_backward, backward=_emb_bw_bw)
 
 
@@ -686,7 +703,9 @@ def embedding(
     input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False
 ):
     """Rows of `weight` picked by integer ids of any shape; output is ids.shape + (embedding_dim,).
-    The row at `padding_idx` gets no gradient.
+    The row at `padding_idx` gets no gradient. With `max_norm`, the rows the ids pick whose `norm_type`-norm
+    exceeds max_norm are first rescaled to that norm IN PLACE in `weight` (as torch does, without gradient);
+    `scale_grad_by_freq` divides each row's gradient by its id's count in `input`.
 
     >>> plast.embedding(plast.tensor([[0, 2]]), plast.eye(3)).tolist()
     [[[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]]
@@ -694,8 +713,11 @@ def embedding(
     _tensor_check(input, "embedding")
     _tensor_check(weight, "embedding", "weight")
     _same_device("embedding", input, weight)
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not supported yet")
+    if sparse:
+        raise NotImplementedError(
+            "embedding: sparse=True needs sparse gradients, which plast doesn't have; use sparse=False "
+            "(the gradient is then a dense (num_embeddings, embedding_dim) tensor)"
+        )
     if input.dtype not in (dtypes.int64, dtypes.int32):
         raise DTypeError(f"embedding: ids must be int64 or int32, got {input.dtype}")
     if weight.ndim != 2:
@@ -708,9 +730,30 @@ def embedding(
             raise IndexError(f"embedding: padding_idx {padding_idx} must be within num_embeddings ({num})")
         padding_idx = padding_idx + num if padding_idx < 0 else padding_idx
     _check_ids_now(input, num, "embedding", "id")
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, float(max_norm), float(norm_type))
     shape = tuple(input.shape) + (weight.shape[1],)
+    op = EMBEDDING_FREQ if scale_grad_by_freq else EMBEDDING
     # args: (padding_idx, zero the padding rows); only double backward's gather zeroes them
-    return record(EMBEDDING, (input, weight), (padding_idx, False), [(shape, weight.dtype)], weight.device)[0]
+    return record(op, (input, weight), (padding_idx, False), [(shape, weight.dtype)], weight.device)[0]
+
+
+def _embedding_renorm_(weight, ids, max_norm, norm_type):
+    """Rescale, in place and without gradient, the rows of weight that ids pick and whose norm exceeds max_norm,
+    to max_norm / (norm + 1e-7) times themselves (torch's embedding_renorm_). Repeated ids write the same row
+    value, so no deduplication is needed."""
+    from ..engine.autograd import no_grad
+    from .indexing import getitem, index_put_
+    from .pointwise import gt, where
+
+    if ids.numel() == 0:
+        return
+    flat = movement.reshape(ids, (ids.numel(),))
+    with no_grad():
+        rows = getitem(weight, flat)
+        norms = R.norm(rows, norm_type, dim=1, keepdim=True)
+        scale = where(gt(norms, max_norm), div(max_norm, add(norms, 1e-7)), 1.0)
+        index_put_(weight, (flat,), mul(rows, scale))
 
 
 def one_hot(tensor, num_classes=-1):
@@ -743,29 +786,60 @@ ONE_HOT = register("one_hot", cpu=K.one_hot)
 
 
 def _layer_norm_bw(node, gy, gmean=None, grstd=None):
+    """Gradients of layer_norm's three outputs (y, mean, rstd) with respect to x, weight and bias.
+
+    The plain backward is one fused kernel. When a graph of the backward is wanted (create_graph=True) it is
+    written in plast ops instead, on the saved mean and rstd, so the gradient of the gradient flows back through
+    them into this rule again (as gmean / grstd): every order of derivative works."""
+    from ..engine.autograd import is_grad_enabled
+
     x = node.inputs[0]
     k, _, has_w, has_b = node.args
     _, mean, rstd = _outputs(node)
     w = node.inputs[1] if has_w else None
-    ins = (gy, x, mean, rstd) + ((w,) if w is not None else ())
     ns = tuple(x.shape[x.ndim - k :])
-    gx, gw, gb = record(
-        LAYER_NORM_BW, ins, (k,), [(x.shape, x.dtype), (ns, x.dtype), (ns, x.dtype)], x.device
-    )
+    dims = tuple(range(x.ndim - k, x.ndim))
+    n = float(math.prod(ns))
+    gx = gw = gb = None
+    if gy is not None:
+        graph = is_grad_enabled() and any(t is not None and t.requires_grad for t in (gy, x, w))
+        if graph:
+            gx, gw, gb = _layer_norm_bw_ops(gy, x, mean, rstd, w, dims)
+        else:
+            ins = (gy, x, mean, rstd) + ((w,) if w is not None else ())
+            specs = [(x.shape, x.dtype), (ns, x.dtype), (ns, x.dtype)]
+            gx, gw, gb = record(LAYER_NORM_BW, ins, (k,), specs, x.device)
+    # mean = sum(x) / n, so d mean / dx = 1 / n; rstd = (var + eps)^-1/2, so d rstd / dx = -rstd^2 * xhat / n
+    if gmean is not None:
+        gx = _add_grad(gx, movement.expand(div(gmean, n), x.shape))
+    if grstd is not None:
+        xhat = mul(sub(x, mean), rstd)
+        gx = _add_grad(gx, mul(xhat, div(mul(grstd, mul(rstd, rstd)), -n)))
     return (gx,) + ((gw,) if has_w else ()) + ((gb,) if has_b else ())
 
 
-def _layer_norm_bw_bw(node, *grads):
-    raise NotImplementedError(
-        "double backward through layer_norm is not implemented yet (its backward is one fused kernel); "
-        "use rms_norm or write the normalization in plast ops if you need second derivatives"
-    )
+def _add_grad(acc, g):
+    return g if acc is None else add(acc, g)
+
+
+def _layer_norm_bw_ops(gy, x, mean, rstd, w, dims):
+    """layer_norm's backward in plast ops (differentiable): (gx, gw, gb)."""
+    lead = tuple(range(x.ndim - len(dims)))
+    xhat = mul(sub(x, mean), rstd)
+    gxhat = mul(gy, w) if w is not None else gy
+    m1 = R.mean(gxhat, dims, keepdim=True)
+    m2 = R.mean(mul(gxhat, xhat), dims, keepdim=True)
+    gx = mul(rstd, sub(sub(gxhat, m1), mul(xhat, m2)))
+    gyx = mul(gy, xhat)
+    gw = R.sum(gyx, lead) if lead else gyx
+    gb = R.sum(gy, lead) if lead else gy
+    return gx, gw, gb
 
 
 LAYER_NORM = register("layer_norm", cpu=K.layer_norm, backward=_layer_norm_bw, n_outputs=3)
-LAYER_NORM_BW = register(
-    "layer_norm_backward", cpu=K.layer_norm_backward, backward=_layer_norm_bw_bw, n_outputs=3
-)
+# The fused backward row is only recorded when no graph of the backward is wanted (see _layer_norm_bw), so it
+# needs no backward rule of its own.
+LAYER_NORM_BW = register("layer_norm_backward", cpu=K.layer_norm_backward, n_outputs=3)
 
 
 def _normalized(x, normalized_shape, op):
@@ -887,7 +961,8 @@ def scaled_dot_product_attention(
 ):
     """softmax(q @ k^T * scale + mask) @ v with torch's semantics: a bool mask marks positions that may be
     attended (True), a float mask is added to the scores; is_causal masks the upper triangle. Rows with
-    nothing to attend give zeros. (A composite for now; the blocked kernel comes later.)
+    nothing to attend give zeros. Without a mask or dropout, float32/float64 operands of at least 3 dims with
+    equal batch dims go to the blocked kernel of ops/attention.py (no L x S matrix); the rest is a composite.
 
     >>> q = plast.ones(1, 2, 4)
     >>> plast.scaled_dot_product_attention(q, q, q).shape
@@ -924,6 +999,10 @@ def scaled_dot_product_attention(
         k, v = (_repeat_heads(t, hq // hk) for t in (k, v))
     L, S = q.shape[-2], k.shape[-2]
     sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if attn_mask is None and not dropout_p > 0.0 and _flash_fits(q, k, v, sc):
+        from .attention import flash_attention
+
+        return flash_attention(q, k, v, sc, is_causal)
     scores = mul(matmul(q, movement.transpose(k, -2, -1)), sc)
     if is_causal:
         scores = add(scores, _causal_mask(L, S, dt, q.device))
@@ -936,6 +1015,21 @@ def scaled_dot_product_attention(
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, generator=generator)
     return matmul(attn, v)
+
+
+def _flash_fits(q, k, v, scale):
+    """The blocked kernel takes these operands: CPU, float32/float64, at least 3-d with equal batch dims
+    (after GQA's repeat), nonempty head dims, a finite scale."""
+    return (
+        q.device.type == "cpu"
+        and q.dtype in (dtypes.float32, dtypes.float64)
+        and q.ndim >= 3
+        and q.ndim == k.ndim == v.ndim
+        and tuple(q.shape[:-2]) == tuple(k.shape[:-2]) == tuple(v.shape[:-2])
+        and q.shape[-1] >= 1
+        and v.shape[-1] >= 1
+        and math.isfinite(scale)
+    )
 
 
 def _repeat_heads(t, r):

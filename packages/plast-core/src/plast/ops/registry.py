@@ -14,7 +14,16 @@ OPS = {}
 
 
 class OpDef:
-    __slots__ = ("name", "kernels", "backward", "fusible", "view", "n_outputs", "saves_inputs")
+    __slots__ = (
+        "name",
+        "kernels",
+        "backward",
+        "fusible",
+        "view",
+        "n_outputs",
+        "saves_inputs",
+        "window_kernels",
+    )
 
     def __init__(
         self, name, kernels=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True
@@ -28,6 +37,10 @@ class OpDef:
         # False when backward never reads the inputs' values (add, views, sum): in-place writes to such inputs
         # after the op was recorded are then harmless, and autograd does not flag them.
         self.saves_inputs = saves_inputs
+        # Ops whose result is input 0 with a window rewritten (index_put) may also have a kernel per device that
+        # writes just the window into input 0's own memory: an in-place op outside any graph (``x[i] = v``, a
+        # K/V cache row) then costs the window, not a copy of the whole tensor (engine/inplace.py).
+        self.window_kernels = {}
 
     def __repr__(self):
         devs = ",".join(sorted(self.kernels))

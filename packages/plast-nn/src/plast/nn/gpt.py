@@ -6,10 +6,11 @@ Parameter names: ``transformer.wte``, ``transformer.wpe``, ``transformer.h.{i}.l
 is ``transformer.wte.weight`` (tied). A state dict from nanoGPT's older non-flash attention also holds the causal
 mask buffer ``transformer.h.{i}.attn.bias``; it is accepted and ignored.
 
-K/V cache: ``generate(use_cache=True)`` preallocates per layer a key and a value tensor of shape
-(B, n_head, block_size, head_size), once per batch size and dtype, kept by the model between calls
-(``clear_kv_cache()`` frees them). The prompt is run once (prefill, eager) and writes its keys and values into
-rows 0..T-1. Each later token is one call of a ``@plast.jit`` function of fixed shapes whose runtime inputs are
+K/V cache: ``generate(use_cache=True)`` preallocates per layer a value tensor of shape
+(B, n_head, block_size, head_size) and a key tensor stored transposed, (B, n_head, head_size, block_size), so the
+scores ``q @ k^T`` read it row-major with no transposed operand to pack; once per batch size, dtype and device,
+kept by the model between calls (``clear_kv_cache()`` frees them). The prompt is run once (prefill, eager) and
+writes its keys and values into positions 0..T-1. Each later token is one call of a ``@plast.jit`` function of fixed shapes whose runtime inputs are
 the token and its position ``pos`` (a (1,) int64 tensor): the new key and value are written into row ``pos``
 of the caches in place, and attention runs over the whole preallocated cache with an additive mask that hides
 the rows after ``pos``. Every decode step therefore replays the same plan. Once the sequence is longer
@@ -21,7 +22,6 @@ import math
 from dataclasses import dataclass
 
 import plast
-from plast.engine import jit as _jit
 from plast.engine.realize import realize as _realize
 from plast.errors import ShapeError
 
@@ -96,8 +96,8 @@ class CausalSelfAttention(Module):
         B, T, C = x.shape
         q, k, v = self._qkv(x)
         if cache is not None:  # prefill: keys and values of positions 0..T-1 go into the cache
-            kc, vc = cache
-            kc[:, :, :T] = k
+            kc, vc = cache  # kc is stored transposed: (B, nh, hs, block_size)
+            kc[:, :, :, :T] = k.transpose(-2, -1)
             vc[:, :, :T] = v
         p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, nh, T, hs)
@@ -111,10 +111,11 @@ class CausalSelfAttention(Module):
         hs = C // self.n_head
         q, k, v = self.c_attn(x).split(self.n_embd, dim=1)
         q = q.reshape(B, self.n_head, 1, hs)  # (B, nh, 1, hs)
-        kc[:, :, pos] = k.reshape(B, self.n_head, 1, hs)
+        kc[:, :, :, pos] = k.reshape(B, self.n_head, hs, 1)  # kc: (B, nh, hs, block_size)
         vc[:, :, pos] = v.reshape(B, self.n_head, 1, hs)
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask, dropout_p=p)  # (B, nh, 1, hs)
+        # kc.transpose is a view; attention transposes it back, so the scores' matmul reads kc as stored
+        y = F.scaled_dot_product_attention(q, kc.transpose(-2, -1), vc, attn_mask=mask, dropout_p=p)
         return self.resid_dropout(self.c_proj(y.reshape(B, C)))
 
     def _load_from_state_dict(self, state_dict, prefix, missing_keys, unexpected_keys, error_msgs):
@@ -167,9 +168,14 @@ def _sample(logits, temperature, top_k, top_p, greedy, generator):
         probs = F.softmax(sorted_logits, dim=-1)
         # drop a token when the tokens ranked above it already hold top_p of the mass (the first always stays)
         remove = (plast.cumsum(probs, dim=-1) - probs) > top_p
-        remove = plast.scatter(plast.zeros(logits.shape, dtype=plast.bool), -1, sorted_idx, src=remove)
+        unsorted = plast.zeros(logits.shape, dtype=plast.bool, device=logits.device)
+        remove = plast.scatter(unsorted, -1, sorted_idx, src=remove)
         logits = plast.masked_fill(logits, remove, float("-inf"))
     probs = F.softmax(logits, dim=-1)
+    if probs.device.type != "cpu":
+        # NOTE: plast draws random numbers on the host (one stream for every device) and has no CUDA multinomial
+        # kernel: (B, V) probabilities come down, (B, 1) ids go back, and the tokens match a CPU run's
+        return plast.multinomial(probs.cpu(), 1, generator=generator).to(probs.device)
     return plast.multinomial(probs, 1, generator=generator)
 
 
@@ -253,7 +259,7 @@ class GPT(Module):
     def forward(self, idx, targets=None):
         self._check_idx(idx)
         b, t = idx.shape
-        pos = plast.arange(0, t, dtype=plast.int64)  # (t,)
+        pos = plast.arange(0, t, dtype=plast.int64, device=idx.device)  # (t,)
         tok_emb = self.transformer.wte(idx)  # (b, t, n_embd)
         pos_emb = self.transformer.wpe(pos)  # (t, n_embd)
         x = self.transformer.drop(tok_emb + pos_emb)
@@ -305,7 +311,8 @@ class GPT(Module):
     def _prefill(self, idx, caches):
         """Run the prompt (B, T) with T <= block_size, filling cache rows 0..T-1; logits of the last position."""
         b, t = idx.shape
-        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(plast.arange(0, t)))
+        pos = plast.arange(0, t, device=idx.device)
+        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
         for block, cache in zip(self.transformer.h, caches):
             x = block(x, cache)
         x = self.transformer.ln_f(x)
@@ -314,13 +321,17 @@ class GPT(Module):
     def _decode_step(self, tok, pos, *flat_caches):
         """The jitted decode step: tok (B,) at position pos ((1,) int64) -> logits (B, V)."""
         # NOTE: a traced plan keeps views of the parameters (weight transposes) as they were at trace time, so
-        # rebinding a parameter's memory (``model.to(dtype)``) must retrace: its storage is part of the key
-        _jit.note_state(self, self._storage_key)
+        # rebinding a parameter's memory (``model.to(dtype)``) must retrace. Every parameter is read through a
+        # submodule call here (wte, wpe, ln_*, c_attn, c_proj, c_fc, lm_head), and each call notes its module's
+        # parameters and their storage (Module._jit_key): no model-wide walk of parameters() per token.
         S = self.config.block_size
         dt = self.lm_head.weight.dtype
         # additive mask over the cache rows: 0 for rows 0..pos, -inf after
+        dev = pos.device
         mask = plast.masked_fill(
-            plast.zeros(S, dtype=dt), plast.arange(0, S, dtype=plast.int64) > pos, float("-inf")
+            plast.zeros(S, dtype=dt, device=dev),
+            plast.arange(0, S, dtype=plast.int64, device=dev) > pos,
+            float("-inf"),
         )
         x = self.transformer.wte(tok) + self.transformer.wpe(pos)  # (B, C)
         x = self.transformer.drop(x)
@@ -328,18 +339,20 @@ class GPT(Module):
             x = block.decode(x, flat_caches[2 * i], flat_caches[2 * i + 1], pos, mask)
         return self.lm_head(self.transformer.ln_f(x))
 
-    def _storage_key(self):
-        return tuple(id(p._storage) for p in self.parameters())
-
-    def _caches(self, b, dtype):
+    def _caches(self, b, dtype, device):
         """The K/V caches for batch size b, made on first use and kept: a replayed decode plan holds views of
-        the caches it was traced with, so each (batch, dtype) keeps its own for the model's lifetime."""
-        key = (b, dtype)
+        the caches it was traced with, so each (batch, dtype, device) keeps its own for the model's lifetime."""
+        key = (b, dtype, device)
         flat = self._kv_caches.get(key)
         if flat is None:
             c = self.config
-            shape = (b, c.n_head, c.block_size, c.n_embd // c.n_head)  # (B, nh, block_size, hs)
-            flat = [plast.zeros(shape, dtype=dtype) for _ in range(2 * c.n_layer)]
+            hs = c.n_embd // c.n_head
+            k_shape = (b, c.n_head, hs, c.block_size)  # keys transposed (see the module docstring)
+            v_shape = (b, c.n_head, c.block_size, hs)
+            flat = [
+                plast.zeros(k_shape if i % 2 == 0 else v_shape, dtype=dtype, device=device)
+                for i in range(2 * c.n_layer)
+            ]
             self._kv_caches[key] = flat
         return flat
 
@@ -403,7 +416,8 @@ class GPT(Module):
             for _ in range(max_new_tokens):
                 if use_cache and L <= bs:
                     if caches is None:
-                        flat = self._caches(B, self.lm_head.weight.dtype)
+                        w = self.lm_head.weight
+                        flat = self._caches(B, w.dtype, w.device)
                         caches = list(zip(flat[0::2], flat[1::2]))
                         logits = self._prefill(plast.cat(pieces, dim=1), caches)
                     else:
@@ -412,7 +426,7 @@ class GPT(Module):
                         # runtime inputs: the last token and its position (cache rows 0..L-2 are filled). NOTE:
                         # the token is reshaped out here: a view taken inside a traced function would keep the
                         # trace-time argument's memory on replay
-                        pos = plast.tensor([L - 1], dtype=plast.int64)
+                        pos = plast.tensor([L - 1], dtype=plast.int64, device=idx.device)
                         logits = self._decode_jit(nxt.reshape(B), pos, *flat)
                 else:
                     pieces = [plast.cat(pieces, dim=1)] if len(pieces) > 1 else pieces

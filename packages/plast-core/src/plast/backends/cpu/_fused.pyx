@@ -21,6 +21,7 @@ import struct
 import numpy as np
 
 from plast.backends.cpu._runtime cimport num_threads, simd_level
+from plast.backends.cpu._tensors cimport TensorBase, fill_bcast_strides, fill_shape, tensor_ptr
 
 cdef extern from "elementwise_chain.h" nogil:
     int PLAST_FX_MAX_REGS
@@ -112,6 +113,48 @@ def run_program_nd(bytes program, int dtype, shape, in_addrs, in_strides, out_ad
         free(ost)
     if rc:
         raise ValueError(f"fused program: run failed (code {rc})")
+
+
+def run_program_tensors(bytes program, TensorBase out, inputs):
+    """The elementwise-chain group kernel's body: run `program` writing `out` (any strides) from the tensors
+    `inputs` (broadcast to out's shape), reading addresses and strides from the tensors directly."""
+    chain_run(program, out, inputs)
+
+
+cdef int chain_run(bytes program, TensorBase out, object inputs) except -1:
+    """See run_program_tensors."""
+    cdef int nin = len(inputs), k, rc, code = out.dtype.code
+    if nin > MAX_IO:
+        raise ValueError(f"fused program: at most {MAX_IO} inputs")
+    if code != 3 and code != 4:
+        raise ValueError(f"fused program: float32 or float64 only, got {out.dtype}")
+    if len(program) % 16:
+        raise ValueError("fused program: length must be a multiple of 16 bytes (4 int32 per instruction)")
+    cdef const int32_t *p = <const int32_t *><const char *>program
+    cdef int ninstr = len(program) // 16
+    _check(p, ninstr, nin, 1)
+    cdef Py_ssize_t sh[MAXD]
+    cdef Py_ssize_t ist[MAXD * 16]
+    cdef Py_ssize_t ost[MAXD]
+    cdef const char *ins[16]
+    cdef char *outs[1]
+    cdef int nd = fill_shape(out._shape, sh, MAXD)
+    cdef Py_ssize_t n = 1
+    for k in range(nd):
+        n *= sh[k]
+    if n == 0:
+        return 0
+    for k in range(nin):
+        fill_bcast_strides(<TensorBase?>inputs[k], sh, nd, &ist[k * nd])
+        ins[k] = tensor_ptr(<TensorBase>inputs[k])
+    fill_bcast_strides(out, sh, nd, ost)
+    outs[0] = tensor_ptr(out)
+    cdef int simd = simd_level(), nt = num_threads()
+    with nogil:
+        rc = plast_fused_run(simd, nt, code, p, ninstr, nd, sh, nin, ins, ist, 1, outs, ost)
+    if rc:
+        raise ValueError(f"fused program: run failed (code {rc})")
+    return 0
 
 
 _CODES = {np.dtype(np.float32): 3, np.dtype(np.float64): 4}

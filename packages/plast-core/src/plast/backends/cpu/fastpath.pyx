@@ -1,22 +1,36 @@
+# cython: boundscheck=True, wraparound=True
 """Layout helpers for the vectorized kernels in _fast: describe a strided tensor as the 3-d (outer, n, inner)
-array those kernels take, or say that it can't be (the caller then copies or keeps its numpy path)."""
+array those kernels take, or say that it can't be (the caller then copies or keeps its numpy path). Compiled:
+every reduction, softmax and layer norm call goes through here."""
 
 from . import _fast  # noqa: F401  (imported here so a failed build shows up at import, not mid-step)
 
 
-def _merge(shape, strides, lo, hi):
-    """(size, stride) of dims lo..hi merged into one, or None when they don't merge. Size-1 dims are ignored;
+cdef bint _merge_c(shape, strides, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *size, Py_ssize_t *stride) except -1:
+    """(size, stride) of dims lo..hi merged into one, or False when they don't merge. Size-1 dims are ignored;
     an empty or all-ones group is (size, 0) with stride 0 (never read for size 1)."""
-    size, stride = 1, None
+    cdef Py_ssize_t sz = 1, st = 0, s, d
+    cdef bint have = False
     for d in range(lo, hi):
         s = shape[d]
         if s == 1:
             continue
-        if stride is not None and stride != strides[d] * s:
-            return None
-        size *= s
-        stride = strides[d]
-    return size, 0 if stride is None else stride
+        if have and st != <Py_ssize_t>strides[d] * s:
+            return False
+        sz *= s
+        st = strides[d]
+        have = True
+    size[0] = sz
+    stride[0] = st
+    return True
+
+
+def _merge(shape, strides, Py_ssize_t lo, Py_ssize_t hi):
+    """(size, stride) of dims lo..hi merged into one, or None when they don't merge (see _merge_c)."""
+    cdef Py_ssize_t size, stride
+    if not _merge_c(shape, strides, lo, hi, &size, &stride):
+        return None
+    return size, stride
 
 
 def as3d(t, a, b):
@@ -25,17 +39,13 @@ def as3d(t, a, b):
     return as3d_raw(t._shape, t._strides, a, b)
 
 
-def as3d_raw(shape, strides, a, b):
-    nd = len(shape)
-    o = _merge(shape, strides, 0, a)
-    n = _merge(shape, strides, a, b)
-    i = _merge(shape, strides, b, nd)
-    if o is None or n is None or i is None:
+def as3d_raw(shape, strides, Py_ssize_t a, Py_ssize_t b):
+    cdef Py_ssize_t nd = len(shape), o0, o1, n0, n1, i0, i1
+    if (not _merge_c(shape, strides, 0, a, &o0, &o1) or not _merge_c(shape, strides, a, b, &n0, &n1)
+            or not _merge_c(shape, strides, b, nd, &i0, &i1)):
         return None
     # a group of size 1 gets the stride that keeps the kernels on their contiguous paths
-    sn = n[1] if n[0] > 1 else 1
-    si = i[1] if i[0] > 1 else 1
-    return o[0], n[0], i[0], (o[1], sn, si)
+    return o0, n0, i0, (o1, n1 if n0 > 1 else 1, i1 if i0 > 1 else 1)
 
 
 def contiguous_block(dims):

@@ -7,7 +7,7 @@ arenas. A numpy kernel is replaced by a C one when a benchmark says it matters.
 
 import numpy as np
 
-from . import _fast, _gemm, _kernels
+from . import _fast, _gemm, _kernels, _matmul
 from ._views import np_view  # noqa: F401 -- the kernels' numpy view of a tensor (compiled)
 from .fastpath import as3d, contiguous_block
 
@@ -27,7 +27,7 @@ def bcast_strides(t, shape):
     return tuple(out)
 
 
-BINARY_CODES = {"add": 0, "sub": 1, "mul": 2, "div": 3, "maximum": 4, "minimum": 5}
+BINARY_CODES = _kernels.BINARY_CODES
 
 
 _BOOL_BINARY = {
@@ -38,31 +38,21 @@ _BOOL_BINARY = {
 }
 
 
-def binary(node, inputs, outputs):
+def bool_binary(node, inputs, outputs):
+    """Bool arithmetic is logical, as in torch (the C kernel, _kernels.binary, takes the numeric dtypes)."""
     a, b = inputs
     out = outputs[0]
-    if out.numel() == 0:
-        return
-    if out.dtype.code == 0:  # bool arithmetic is logical, as in torch
+    if out.numel():
         _BOOL_BINARY[node.op.name](np_view(a), np_view(b), out=np_view(out))
-        return
-    shape = out._shape
-    _kernels.binary_nd(
-        BINARY_CODES[node.op.name],
-        out.dtype.code,
-        shape,
-        address(a),
-        bcast_strides(a, shape),
-        address(b),
-        bcast_strides(b, shape),
-        address(out),
-        out._strides,
-    )
+
+
+binary = _kernels.binary  # the op table's kernel for add/sub/mul/div/maximum/minimum (compiled)
 
 
 def copy(node, inputs, outputs):
     """Materialize (and cast) a strided input into a contiguous output."""
-    np_view(outputs[0])[...] = np_view(inputs[0])
+    if not _kernels.copy_same_dtype(inputs[0], outputs[0]):
+        np_view(outputs[0])[...] = np_view(inputs[0])
 
 
 def fill(node, inputs, outputs):
@@ -79,12 +69,13 @@ def view(node, inputs, outputs):
 def sum_(node, inputs, outputs):
     dims, keepdim = node.args
     x, out = inputs[0], outputs[0]
-    if x.dtype.code == 3 and out.dtype.code == 3:
+    code = x.dtype.code
+    if code in (_fast.F32, _fast.F64) and out.dtype.code == code:
         block = contiguous_block(dims) if x.ndim else (0, 0)
         v = as3d(x, *block) if block else None
         if v is not None:
             if out.numel() and x.numel():
-                _fast.reduce3d(_fast.RD_SUM, v[0], v[1], v[2], address(x), v[3], address(out))
+                _fast.reduce3d(_fast.RD_SUM, v[0], v[1], v[2], address(x), v[3], address(out), code)
             elif out.numel():
                 np_view(out).fill(0)
             return
@@ -176,5 +167,7 @@ def row_bias(bias, n):
 
 
 def matmul_nd(node, inputs, outputs):
-    a, b = (np_view(t) for t in inputs)
-    gemm_into(np_view(outputs[0]), a, b)
+    a, b = inputs
+    if _matmul.matmul(outputs[0], a, b):
+        return
+    gemm_into(np_view(outputs[0]), np_view(a), np_view(b))

@@ -5,6 +5,7 @@ addmm_act runs on the GEMM's fused epilogue (csrc/gemm.c).
 
 import numpy as np
 
+from . import _matmul
 from .kernels import gemm_into, np_view, row_bias
 
 
@@ -13,6 +14,8 @@ def addmm_act(node, inputs, outputs, args):
     in registers; no intermediate is written."""
     bias, a, b = inputs
     act = args[0] or "none"
+    if _matmul.matmul(outputs[0], a, b, bias, act):
+        return
     out = np_view(outputs[0])
     bv = row_bias(np_view(bias), out.shape[-1])
     if bv is not None:

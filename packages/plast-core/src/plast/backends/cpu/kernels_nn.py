@@ -7,22 +7,23 @@ Targets and ids are data, so their range is checked here (numpy), never trusted 
 
 import numpy as np
 
-from . import _fast
+from . import _fast, _matmul
 from .fastpath import as3d, contiguous_block
 from .kernels import address, gemm_into, np_view, row_bias
 
-_F32 = 3
+_FLOAT = (_fast.F32, _fast.F64)  # dtype codes the C kernels of _fast take
 
 
 def _addr(a):
     return a.__array_interface__["data"][0]
 
 
-def _rows_f32(a):
-    """A 2-d float32 numpy array as (rows, row stride) with contiguous rows (copied when they aren't)."""
-    if a.strides[1] != 4 or a.strides[0] % 4 or a.strides[0] < 0:
+def _rows_contig(a):
+    """A 2-d float numpy array as (rows, row stride in elements) with contiguous rows (copied when they aren't)."""
+    isz = a.itemsize
+    if a.strides[1] != isz or a.strides[0] % isz or a.strides[0] < 0:
         a = np.ascontiguousarray(a)
-    return a, (a.strides[0] // 4 if a.shape[0] > 1 else a.shape[1])
+    return a, (a.strides[0] // isz if a.shape[0] > 1 else a.shape[1])
 
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -53,14 +54,17 @@ def _softmax_into(x, axis, out, safe=False):
 
 
 def _softmax_fast(mode, dim, x, out):
-    """The C softmax/log_softmax when x is float32 and lays out as (outer, n, inner); False otherwise."""
-    if x.dtype.code != _F32:
+    """The C softmax/log_softmax when x is float32/float64 and lays out as (outer, n, inner); False otherwise."""
+    code = x.dtype.code
+    if code not in _FLOAT or out.dtype.code != code:
         return False
+    dim = dim % x.ndim if x.ndim else 0  # the backward ops may be recorded with a negative dim
     v = as3d(x, dim, dim + 1)
     if v is None:
         return False
     if out.numel():
-        _fast.softmax3d(mode, v[0], v[1], v[2], address(x), v[3], address(out), as3d(out, dim, dim + 1)[3])
+        vo = as3d(out, dim, dim + 1)
+        _fast.softmax3d(mode, v[0], v[1], v[2], address(x), v[3], address(out), vo[3], code)
     return True
 
 
@@ -89,15 +93,17 @@ def log_softmax(node, inputs, outputs):
 
 
 def _softmax_bw_fast(mode, dim, g, y, out):
-    if not (g.dtype.code == y.dtype.code == _F32):
+    code = y.dtype.code
+    if code not in _FLOAT or not (g.dtype.code == out.dtype.code == code):
         return False
+    dim = dim % y.ndim if y.ndim else 0  # the backward ops may be recorded with a negative dim
     vg, vy = as3d(g, dim, dim + 1), as3d(y, dim, dim + 1)
     if vg is None or vy is None:
         return False
     if out.numel():
         vo = as3d(out, dim, dim + 1)
         _fast.softmax_bw3d(
-            mode, vo[0], vo[1], vo[2], address(g), vg[3], address(y), vy[3], address(out), vo[3]
+            mode, vo[0], vo[1], vo[2], address(g), vg[3], address(y), vy[3], address(out), vo[3], code
         )
     return True
 
@@ -129,12 +135,13 @@ def log_softmax_backward(node, inputs, outputs):
 def logsumexp(node, inputs, outputs):
     dims, keepdim = node.args
     x, o = inputs[0], outputs[0]
-    if x.dtype.code == _F32 and x.numel():
+    code = x.dtype.code
+    if code in _FLOAT and o.dtype.code == code and x.numel():
         block = contiguous_block(dims)
         v = as3d(x, *block) if block else None
         if v is not None:
             if o.numel():
-                _fast.logsumexp3d(v[0], v[1], v[2], address(x), v[3], address(o), (v[2], 0, 1))
+                _fast.logsumexp3d(v[0], v[1], v[2], address(x), v[3], address(o), (v[2], 0, 1), code)
             return
     out = np_view(o)
     if not out.size:
@@ -223,7 +230,7 @@ def _loss_args(node, inputs, xshape):
 def _xent_fast_args(node, inputs, xt):
     """(x layout, targets, weights) for the C cross-entropy, or None when the case isn't covered."""
     kind = node.args[0]
-    if kind != "index" or xt.dtype.code != _F32 or xt.ndim < 2:
+    if kind != "index" or xt.dtype.code not in _FLOAT or xt.ndim < 2:
         return None
     v = as3d(xt, 1, 2)
     if v is None:
@@ -231,16 +238,16 @@ def _xent_fast_args(node, inputs, xt):
     t = np.ascontiguousarray(np_view(inputs[1])).reshape(-1)
     if t.dtype not in (np.int64, np.int32):
         return None
-    w = np.ascontiguousarray(np_view(inputs[2]), dtype=np.float32) if len(inputs) > 2 else None
+    w = np.ascontiguousarray(np_view(inputs[2]), dtype=xt.dtype.np) if len(inputs) > 2 else None
     return v, t, w
 
 
 def cross_entropy(node, inputs, outputs):
     fast = _xent_fast_args(node, inputs, inputs[0])
-    if fast is not None:
+    o = outputs[0]
+    if fast is not None and o.dtype is inputs[0].dtype:
         (outer, k, inner, xs), t, w = fast
         _, ignore_index, reduction, eps = node.args[:4]
-        o = outputs[0]
         if reduction == "none" and not o.numel():
             return
         try:
@@ -257,6 +264,7 @@ def cross_entropy(node, inputs, outputs):
                 eps,
                 reduction,
                 address(o),
+                o.dtype.code,
             )
         except IndexError as e:
             _fail(outputs, e)
@@ -297,10 +305,10 @@ def cross_entropy(node, inputs, outputs):
 def cross_entropy_backward(node, inputs, outputs):
     """d loss / d input = g * (softmax(x) * sum_c(C) - C), with the coefficients C of `_coeffs`."""
     fast = _xent_fast_args(node, inputs[1:], inputs[1])
-    if fast is not None and inputs[0].dtype.code == _F32:
+    gx = outputs[0]
+    if fast is not None and inputs[0].dtype is inputs[1].dtype is gx.dtype:
         (outer, k, inner, xs), t, w = fast
         _, ignore_index, reduction, eps = node.args[:4]
-        gx = outputs[0]
         if not gx.numel():
             return
         g = np.ascontiguousarray(np_view(inputs[0]))
@@ -320,6 +328,7 @@ def cross_entropy_backward(node, inputs, outputs):
                 _addr(g),
                 address(gx),
                 as3d(gx, 1, 2)[3],
+                gx.dtype.code,
             )
         except IndexError as e:
             _fail(outputs, e)
@@ -445,6 +454,10 @@ def binary_cross_entropy_with_logits(node, inputs, outputs):
 
 def addmm(node, inputs, outputs):
     beta, alpha = node.args
+    if beta == 1 and _matmul.matmul(outputs[0], inputs[1], inputs[2], inputs[0], "none", float(alpha)):
+        return
+    if beta == 0 and _matmul.matmul(outputs[0], inputs[1], inputs[2], None, "none", float(alpha)):
+        return
     bias, a, b = (np_view(t) for t in inputs)
     out = np_view(outputs[0])
     if not out.size:
@@ -588,23 +601,69 @@ def _norm_rows(a, k):
     return a.reshape(int(np.prod(lead, dtype=np.int64)), -1)
 
 
-def _param_f32(t):
-    return np.ascontiguousarray(np_view(t), dtype=np.float32).reshape(-1)
+def _param(t, dtype):
+    return np.ascontiguousarray(np_view(t), dtype=dtype).reshape(-1)
+
+
+def _flat_param(t, dtype):
+    """Address of a weight/bias tensor as a contiguous vector: its own memory when it already is one (the
+    usual case), else a contiguous numpy copy kept alive in the returned tuple."""
+    if t.dtype is dtype and t.is_contiguous():
+        return address(t), None
+    a = _param(t, dtype.np)
+    return _addr(a), a
+
+
+def _layer_norm_direct(node, inputs, outputs):
+    """layer_norm straight from the tensors' strides (no numpy views): rows of the normalized dims must be
+    contiguous with one row stride. Returns False when they aren't."""
+    k, eps, has_w, has_b = node.args
+    xt = inputs[0]
+    v = as3d(xt, xt.ndim - k, xt.ndim)
+    if v is None or (v[1] > 1 and v[3][1] != 1):
+        return False
+    rows, n = v[0], v[1]
+    i = 1
+    w = b = (0, None)
+    if has_w:
+        w = _flat_param(inputs[i], xt.dtype)
+        i += 1
+    if has_b:
+        b = _flat_param(inputs[i], xt.dtype)
+    y, mean, rstd = outputs
+    row_stride = v[3][0] if rows > 1 else n
+    _fast.layer_norm(
+        rows,
+        n,
+        address(xt),
+        row_stride,
+        w[0],
+        b[0],
+        eps,
+        address(y),
+        address(mean),
+        address(rstd),
+        xt.dtype.code,
+    )
+    return True
 
 
 def layer_norm(node, inputs, outputs):
     k, eps, has_w, has_b = node.args
-    if inputs[0].dtype.code == _F32 and inputs[0].numel():
-        xt = inputs[0]
+    xt = inputs[0]
+    code = xt.dtype.code
+    if code in _FLOAT and all(o.dtype is xt.dtype for o in outputs) and xt.numel():
+        if _layer_norm_direct(node, inputs, outputs):
+            return
         n = int(np.prod(xt._shape[xt.ndim - k :], dtype=np.int64))
-        x, x_row = _rows_f32(np_view(xt).reshape(-1, n))
+        x, x_row = _rows_contig(np_view(xt).reshape(-1, n))
         i = 1
         w = b = None
         if has_w:
-            w = _param_f32(inputs[i])
+            w = _param(inputs[i], x.dtype)
             i += 1
         if has_b:
-            b = _param_f32(inputs[i])
+            b = _param(inputs[i], x.dtype)
         y, mean, rstd = outputs
         _fast.layer_norm(
             x.shape[0],
@@ -617,6 +676,7 @@ def layer_norm(node, inputs, outputs):
             address(y),
             address(mean),
             address(rstd),
+            code,
         )
         return
     x = np_view(inputs[0])
@@ -644,14 +704,16 @@ def layer_norm(node, inputs, outputs):
 
 def layer_norm_backward(node, inputs, outputs):
     (k,) = node.args
-    if all(t.dtype.code == _F32 for t in inputs) and inputs[1].numel():
-        xt = inputs[1]
+    xt = inputs[1]
+    code = xt.dtype.code
+    same = all(t.dtype is xt.dtype for t in inputs) and all(o.dtype is xt.dtype for o in outputs)
+    if code in _FLOAT and same and xt.numel():
         n = int(np.prod(xt._shape[xt.ndim - k :], dtype=np.int64))
-        gy, gy_row = _rows_f32(np_view(inputs[0]).reshape(-1, n))
-        x, x_row = _rows_f32(np_view(xt).reshape(-1, n))
+        gy, gy_row = _rows_contig(np_view(inputs[0]).reshape(-1, n))
+        x, x_row = _rows_contig(np_view(xt).reshape(-1, n))
         mean = np.ascontiguousarray(np_view(inputs[2])).reshape(-1)
         rstd = np.ascontiguousarray(np_view(inputs[3])).reshape(-1)
-        w = _param_f32(inputs[4]) if len(inputs) > 4 else None
+        w = _param(inputs[4], x.dtype) if len(inputs) > 4 else None
         gx, gw, gb = outputs
         _fast.layer_norm_bw(
             x.shape[0],
@@ -666,6 +728,7 @@ def layer_norm_backward(node, inputs, outputs):
             address(gx),
             address(gw),
             address(gb),
+            code,
         )
         return
     gy, x, mean, rstd = (np_view(t) for t in inputs[:4])

@@ -7,6 +7,13 @@
 #define DEP DCAT(gemm_ep, DS)
 #define DKERNELS DCAT(gemm_kernels, DS)
 
+#ifndef DOT_ROWS_MAX_M
+#define DOT_ROWS_MAX_M 4 /* up to this many rows of op(A), a transposed B is read in place (dot_rows) */
+#endif
+#ifndef DOT_ROWS_MIN_K
+#define DOT_ROWS_MIN_K 64 /* shorter dot products spend more on summing lanes than on multiplying: pack B */
+#endif
+
 static const DKERNELS *DNAME(kernels_for)(int simd) {
     simd = gemm_clamp_simd(simd);
 #if PLAST_X86
@@ -135,6 +142,11 @@ static int DNAME(gemm_impl)(const DKERNELS *kr, int nthreads, int ta, int tb, pt
     if (M <= 0 || N <= 0) return PLAST_GEMM_OK;
     if (K <= 0 || alpha == (DT)0) {
         kr->scale_ep(M, N, beta, C, ldc, e);
+        return PLAST_GEMM_OK;
+    }
+    /* A few rows times a transposed B: dot products, no packing (see dot_rows in gemm_kernels.h). */
+    if (M <= DOT_ROWS_MAX_M && K >= DOT_ROWS_MIN_K && tb && !ta && DNAME(threads_for)(kr, nthreads, M, N, K) <= 1) {
+        kr->dot_rows(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
         return PLAST_GEMM_OK;
     }
     const int nt = DNAME(threads_for)(kr, nthreads, M, N, K);

@@ -38,6 +38,9 @@ static inline double gemm_erfc_f64(double x) { return erfc(x); }
                       int b_packed, T beta, T *C_mn, ptrdiff_t ldc, const gemm_ep_##S *ep);                   \
         /* C_mn = beta * C_mn (beta == 0: C not read), then ep when not NULL. */                              \
         void (*scale_ep)(ptrdiff_t m, ptrdiff_t n, T beta, T *C_mn, ptrdiff_t ldc, const gemm_ep_##S *ep);    \
+        /* C_mn = alpha * A @ B^T + beta * C_mn, then ep, for few rows: A row-major [m, k], B stored [n, k]. */  \
+        void (*dot_rows)(ptrdiff_t m, ptrdiff_t n, ptrdiff_t k, T alpha, const T *A, ptrdiff_t lda,           \
+                         const T *B, ptrdiff_t ldb, T beta, T *C_mn, ptrdiff_t ldc, const gemm_ep_##S *ep);   \
     } gemm_kernels_##S;
 
 PLAST_GEMM_DECLARE_TYPES(float, f32)

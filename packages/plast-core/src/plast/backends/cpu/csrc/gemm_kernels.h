@@ -446,8 +446,51 @@ GTARGET static void GNAME(scale_ep)(ptrdiff_t m, ptrdiff_t n, GT beta, GT *C, pt
     if (ep) GNAME(ep_tile)(m, n, C, ldc, ep, 0, 0);
 }
 
+/* Few rows times a transposed B (B stored [n, k]: a Linear layer's weight): dot products along k of rows of A
+ * and rows of B, which are both contiguous, so nothing is packed. Decoding one token multiplies a single row by
+ * every weight matrix; packing B there would copy the whole weight on every call. Four rows of B share each load
+ * of A; the lanes are summed once per dot product. A is row-major [m, k] (not transposed). */
+GTARGET static void GNAME(dot_rows)(ptrdiff_t m, ptrdiff_t n, ptrdiff_t k, GT alpha, const GT *A, ptrdiff_t lda,
+                                    const GT *B, ptrdiff_t ldb, GT beta, GT *C, ptrdiff_t ldc, const GEP *ep) {
+    GT lanes[GVL];
+    for (ptrdiff_t i = 0; i < m; i++) {
+        const GT *a = A + i * lda;
+        GT *c = C + i * ldc;
+        for (ptrdiff_t j = 0; j < n; j += 4) {
+            const int nj = (int)PLAST_GEMM_MIN((ptrdiff_t)4, n - j);
+            const GT *b0 = B + j * ldb;
+            const GT *b1 = nj > 1 ? b0 + ldb : b0;
+            const GT *b2 = nj > 2 ? b0 + 2 * ldb : b0;
+            const GT *b3 = nj > 3 ? b0 + 3 * ldb : b0;
+            GV s0 = G_ZERO(), s1 = G_ZERO(), s2 = G_ZERO(), s3 = G_ZERO();
+            ptrdiff_t kk = 0;
+            for (; kk + GVL <= k; kk += GVL) {
+                const GV va = G_LOAD(a + kk);
+                s0 = G_FMA(va, G_LOAD(b0 + kk), s0);
+                s1 = G_FMA(va, G_LOAD(b1 + kk), s1);
+                s2 = G_FMA(va, G_LOAD(b2 + kk), s2);
+                s3 = G_FMA(va, G_LOAD(b3 + kk), s3);
+            }
+            GT d[4];
+            const GV sv[4] = {s0, s1, s2, s3};
+            const GT *bq[4] = {b0, b1, b2, b3};
+            for (int q = 0; q < nj; q++) {
+                /* a tree over the lanes: log2(GVL) dependent adds, not GVL */
+                G_STORE(lanes, sv[q]);
+                for (int w = GVL / 2; w >= 1; w /= 2)
+                    for (int l = 0; l < w; l++) lanes[l] += lanes[l + w];
+                GT t = lanes[0];
+                for (ptrdiff_t r = kk; r < k; r++) t += a[r] * bq[q][r];
+                d[q] = t;
+            }
+            for (int q = 0; q < nj; q++) c[j + q] = alpha * d[q] + (beta == (GT)0 ? (GT)0 : beta * c[j + q]);
+        }
+    }
+    if (ep) GNAME(ep_tile)(m, n, C, ldc, ep, 0, 0);
+}
+
 const GKERNELS GCAT(plast_gemm_kernels, GSFX) = {
-    GMR, GNR, GKC, GNB, GMB, GNAME(pack_a), GNAME(pack_b), GNAME(macro), GNAME(scale_ep),
+    GMR, GNR, GKC, GNB, GMB, GNAME(pack_a), GNAME(pack_b), GNAME(macro), GNAME(scale_ep), GNAME(dot_rows),
 };
 
 #undef GNAME

@@ -1,0 +1,128 @@
+# cython: boundscheck=True, wraparound=False
+"""Matrix products straight from tensors to plast's GEMM (csrc/gemm.c through _gemm.pxd): the layout of each
+operand (row-major with a row stride, or transposed) and one batch stride are read from the tensors' shapes and
+strides, so the matmul and addmm kernels make no numpy views and no copies. ``matmul`` returns False for layouts
+the GEMM cannot take (batch dims that do not collapse to one stride, matrices strided on both axes, other
+dtypes), and the caller falls back to numpy (backends/cpu/kernels.py ``gemm_into``)."""
+
+from plast.backends.cpu._gemm cimport gemm_batched_f32, gemm_batched_f64, plast_gemm_epilogue
+from plast.backends.cpu._tensors cimport TensorBase, tensor_ptr
+
+DEF MAXD = 16
+
+ACT_CODES = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu": 3, "gelu_erf": 3}
+
+
+cdef bint _layout(TensorBase t, const Py_ssize_t *oshape, int ond, Py_ssize_t *ld, bint *trans,
+                  Py_ssize_t *bstride) except *:
+    """t is [..., R, C] broadcast against the output's batch dims oshape[:ond-2]: its leading dimension,
+    whether it is stored transposed, and its single batch stride (0 when broadcast). False if none fits."""
+    shape = t._shape
+    strides = t._strides
+    cdef int nd = len(shape), nb = ond - 2, tb = nd - 2, i, j
+    cdef Py_ssize_t R = shape[nd - 2], C = shape[nd - 1]
+    cdef Py_ssize_t sr = strides[nd - 2], sc = strides[nd - 1]
+    # the matrix: row-major (unit column stride) or transposed (unit row stride)
+    if (sc == 1 or C == 1) and (R == 1 or sr >= C):
+        trans[0] = False
+        ld[0] = sr if R > 1 else max(C, 1)
+    elif (sr == 1 or R == 1) and (C == 1 or sc >= R):
+        trans[0] = True
+        ld[0] = sc if C > 1 else max(R, 1)
+    else:
+        return False
+    # the batch: the non-broadcast batch dims must collapse into one index range with one stride
+    cdef Py_ssize_t n_batch = 1, unit = -1, count = 1
+    for i in range(nb - 1, -1, -1):
+        o = oshape[i]
+        if o == 1:
+            continue
+        j = i - (nb - tb)
+        s = 0 if j < 0 or shape[j] == 1 else strides[j]
+        if unit == -1:
+            unit = s
+            if s != 0 and count != 1:
+                return False
+        elif s != unit * count:
+            return False
+        count *= o
+    bstride[0] = unit if unit > 0 else 0
+    return True
+
+
+cdef int matmul_run(TensorBase out, TensorBase a, TensorBase b, TensorBase bias, int act, double alpha,
+                    double beta) except -1:
+    """out = act(alpha * a @ b + beta * out + bias): 1 when done, 0 when the layout or dtype is not one the GEMM
+    takes (nothing written). See ``matmul``."""
+
+    cdef int code = out.dtype.code
+    if code != 3 and code != 4:
+        return 0
+    if a.dtype is not out.dtype or b.dtype is not out.dtype:
+        return 0
+    oshape = out._shape
+    cdef int ond = len(oshape), i
+    if ond < 2 or ond > MAXD or len(a._shape) < 2 or len(b._shape) < 2:
+        return 0
+    cdef Py_ssize_t osh[MAXD]
+    cdef Py_ssize_t batch = 1
+    for i in range(ond):
+        osh[i] = oshape[i]
+        if i < ond - 2:
+            batch *= osh[i]
+    cdef Py_ssize_t M = osh[ond - 2], N = osh[ond - 1], K = a._shape[len(a._shape) - 1]
+    if batch == 0 or M == 0 or N == 0:
+        return 1
+    if not out.is_contiguous():
+        return 0
+    cdef Py_ssize_t lda, ldb, sa, sb
+    cdef bint ta, tb
+    if not _layout(a, osh, ond, &lda, &ta, &sa) or not _layout(b, osh, ond, &ldb, &tb, &sb):
+        return 0
+    cdef plast_gemm_epilogue ep
+    ep.bias_col = NULL
+    ep.bias_row = NULL
+    ep.residual = NULL
+    ep.ldr = 0
+    ep.residual_bstride = 0
+    ep.act = act
+    cdef int bnd
+    if bias is not None:
+        if bias.dtype is not out.dtype:
+            return 0
+        bshape = bias._shape
+        bnd = len(bshape)
+        # a bias that varies along columns only: (N,), (1, N), (1, 1, N)...
+        for i in range(bnd - 1):
+            if bshape[i] != 1:
+                return 0
+        if bnd == 0 or bshape[bnd - 1] != N or (N > 1 and bias._strides[bnd - 1] != 1):
+            return 0
+        ep.bias_col = tensor_ptr(bias)
+    cdef bint has_ep = ep.act != 0 or ep.bias_col != NULL
+    cdef const char *pa = tensor_ptr(a)
+    cdef const char *pb = tensor_ptr(b)
+    cdef char *pc = tensor_ptr(out)
+    cdef int err
+    if K == 0:
+        return 0  # nothing to multiply: the numpy path writes the epilogue of zeros
+    with nogil:
+        if code == 3:
+            err = gemm_batched_f32(ta, tb, batch, M, N, K, <float>alpha, <const float *>pa, lda, sa,
+                                   <const float *>pb, ldb, sb, <float>beta, <float *>pc, N, M * N,
+                                   &ep if has_ep else NULL)
+        else:
+            err = gemm_batched_f64(ta, tb, batch, M, N, K, alpha, <const double *>pa, lda, sa,
+                                   <const double *>pb, ldb, sb, beta, <double *>pc, N, M * N,
+                                   &ep if has_ep else NULL)
+    if err:
+        raise MemoryError("matmul: could not allocate the GEMM's packing buffers")
+    return 1
+
+
+def matmul(TensorBase out, TensorBase a, TensorBase b, TensorBase bias=None, str act="none", double alpha=1.0,
+           double beta=0.0):
+    """out = act(alpha * a @ b + beta * out + bias) where a is [..., M, K], b [..., K, N] and out a contiguous
+    [..., M, N] (batch dims broadcast); bias, if given, broadcasts along rows ((N,), (1, N)...). Returns False
+    when the layout or dtype is not one the GEMM takes (nothing is written then)."""
+    return matmul_run(out, a, b, bias, ACT_CODES[act], alpha, beta) == 1

@@ -1,0 +1,228 @@
+# cython: boundscheck=True, wraparound=True
+# NOTE: Python indexing semantics here (negative indices, bounds checks): this is engine code, not a kernel.
+"""The backward pass's loops, compiled (DESIGN §2.6): the differentiable subgraph in reverse topological order,
+gradient delivery (cast, sum back to the input's shape, accumulate), hooks, and the realize of what is left.
+engine/autograd.py is the public face (backward, grad, grad modes); the rules themselves are plast ops.
+"""
+
+from cpython.ref cimport PyObject, Py_REFCNT
+from cpython.weakref cimport PyWeakref_GetObject
+
+from ._graph cimport Node, TensorBase
+from . import autograd_state
+from .realize import realize
+
+# op-layer functions, bound on first use (the op modules import the engine)
+cdef object _cast = None, _sum_to_shape = None, _add = None, _ones_like = None
+
+
+cdef _bind_ops():
+    global _cast, _sum_to_shape, _add, _ones_like
+    from ..creation import ones_like
+    from ..ops.elementwise import add
+    from ..ops.movement import cast
+    from ..ops.reduce import sum_to_shape
+
+    _cast, _sum_to_shape, _add, _ones_like = cast, sum_to_shape, add, ones_like
+
+
+cdef inline Node _producer(TensorBase t):
+    n = t._node
+    if n is not None and (<Node>n).needs_grad and t.requires_grad:
+        return <Node>n
+    return None
+
+
+def topo(list roots):
+    """Nodes reachable from `roots` through differentiable edges, outputs before inputs."""
+    cdef list order = []
+    cdef set seen = set()
+    cdef list stack = [(n, False) for n in roots]
+    cdef Node node, p
+    cdef TensorBase t
+    cdef bint done
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.inputs is None:
+            raise RuntimeError(
+                "trying to backward through the graph a second time (or to reach tensors whose saved values "
+                "were freed after the first backward); pass retain_graph=True to the first backward"
+            )
+        stack.append((node, True))
+        for x in node.inputs:
+            t = <TensorBase>x
+            if not t.requires_grad:
+                continue
+            p = _producer(t)
+            if p is not None and p not in seen:
+                stack.append((p, False))
+    order.reverse()
+    return order
+
+
+cdef _check_versions(Node node):
+    for i, (t, v) in enumerate(zip(node.inputs, node.versions)):
+        if t._storage is not None and t._storage.version != v:
+            raise RuntimeError(
+                f"one of the tensors needed for gradient computation has been modified by an in-place operation: "
+                f"input {i} of {node.op.name} (shape {tuple(t.shape)}, {t.dtype}) is at version "
+                f"{t._storage.version}, but backward expected version {v}. Make the in-place change on a "
+                f".clone(), or make it after backward()"
+            )
+
+
+cdef class _Pass:
+    """One backward pass's gradient bookkeeping."""
+
+    cdef dict slots        # (id(node), index) -> gradient flowing into that output
+    cdef dict leaf_grads   # id(tensor) -> [tensor, gradient]
+    cdef dict want         # id(tensor) -> tensor, or None: the tensors whose gradients are returned
+
+    def __init__(self, want):
+        self.slots = {}
+        self.leaf_grads = {}
+        self.want = None if want is None else {id(t): t for t in want}
+
+    cdef deliver(self, TensorBase t, object g):
+        if g is None:
+            return
+        if g.dtype is not t.dtype:
+            g = _cast(g, t.dtype)
+        if g.shape != t._shape:
+            g = _sum_to_shape(g, t._shape)
+        cdef Node p = _producer(t)
+        if p is not None and (self.want is None or id(t) not in self.want):
+            key = (id(p), t._index)
+            prev = self.slots.get(key)
+            self.slots[key] = g if prev is None else _add(prev, g)
+            if t._retains_grad:
+                self.leaf_grads.setdefault(id(t), [t, None])
+            return
+        if self.want is not None and id(t) not in self.want:
+            return
+        entry = self.leaf_grads.get(id(t))
+        if entry is None:
+            self.leaf_grads[id(t)] = [t, g]
+        else:
+            entry[1] = g if entry[1] is None else _add(entry[1], g)
+
+
+def run_backward(list roots, list grad_roots, want=None):
+    """Propagate gradients from `roots` (grad mode already set by the caller). Returns ({id(tensor): [tensor,
+    grad]} for leaves or for the `want` tensors, the nodes visited)."""
+    if _add is None:
+        _bind_ops()
+    cdef _Pass ps = _Pass(want)
+    cdef list root_nodes = []
+    cdef TensorBase r, t
+    cdef Node node, p
+    for x, g in zip(roots, grad_roots):
+        r = <TensorBase?>x
+        if not r.requires_grad:
+            raise RuntimeError(
+                "element 0 of tensors does not require grad and does not have a grad_fn: nothing to "
+                "differentiate (did you create it under no_grad, or forget requires_grad=True?)"
+            )
+        if g is None:
+            if r.numel() != 1:
+                raise RuntimeError(
+                    f"grad can be implicitly created only for scalar outputs; this output has shape "
+                    f"{tuple(r.shape)}: pass gradient= (a tensor of that shape) to backward()"
+                )
+            g = _ones_like(r)
+        elif tuple(g.shape) != tuple(r.shape):
+            from ..errors import ShapeError
+
+            raise ShapeError(f"backward: gradient has shape {tuple(g.shape)}, the output has {tuple(r.shape)}")
+        p = _producer(r)
+        if p is not None:
+            root_nodes.append(p)
+        ps.deliver(r, g)
+    cdef list order = topo(root_nodes)
+    cdef dict by_output = {}
+    cdef list gs
+    cdef Py_ssize_t i, n_out
+    cdef PyObject *obj
+    cdef bint any_grad
+    for x in order:
+        node = <Node>x
+        n_out = len(node.specs)
+        gs = [ps.slots.pop((id(node), i), None) for i in range(n_out)]
+        # hooks and retain_grad on non-leaf outputs see their complete gradient here
+        any_grad = False
+        i = 0
+        for ref in node.outputs:
+            if gs[i] is not None:
+                any_grad = True
+                obj = PyWeakref_GetObject(ref)
+                if obj != NULL and <object>obj is not None:
+                    t = <TensorBase>obj
+                    if t._hooks:
+                        for h in t._hooks:
+                            res = h(gs[i])
+                            if res is not None:
+                                gs[i] = res
+                    if t._retains_grad and id(t) in ps.leaf_grads:
+                        ps.leaf_grads[id(t)][1] = gs[i]
+                    by_output[id(t)] = gs[i]
+            i += 1
+        if not any_grad:
+            continue
+        if node.versions is not None:
+            _check_versions(node)
+        if n_out == 1:
+            in_grads = node.op.backward(node, gs[0])
+        else:
+            in_grads = node.op.backward(node, *gs)
+        if len(in_grads) != len(node.inputs):
+            raise AssertionError(
+                f"backward of {node.op.name} returned {len(in_grads)} grads for {len(node.inputs)} inputs"
+            )
+        for y, g in zip(node.inputs, in_grads):
+            t = <TensorBase>y
+            if g is not None and t.requires_grad:
+                ps.deliver(t, g)
+    t = None
+    if ps.want is not None:
+        for tid in ps.want:
+            if tid in by_output and tid not in ps.leaf_grads:
+                ps.leaf_grads[tid] = [ps.want[tid], by_output[tid]]
+    return ps.leaf_grads, order
+
+
+def finish(list order, list grads, retain_graph, create_graph):
+    """Realize the gradients, then every forward value that someone outside the graph still holds (fusion may
+    have left intermediates unmaterialized), then (unless the graph is retained) free the graph's saved tensors."""
+    if retain_graph is None:
+        retain_graph = create_graph
+    if not create_graph:
+        realize(grads)
+    cdef dict occ = {}
+    cdef Node node
+    for x in order:
+        node = <Node>x
+        if node.inputs:
+            for y in node.inputs:
+                occ[id(y)] = occ.get(id(y), 0) + 1
+    y = None
+    cdef list held = []
+    cdef PyObject *obj
+    for x in order:
+        node = <Node>x
+        for ref in node.outputs:
+            obj = PyWeakref_GetObject(ref)
+            if obj == NULL or <object>obj is None or (<TensorBase>obj)._storage is not None:
+                continue
+            # `obj` is borrowed: every reference counted here is someone else's; graph edges are expected.
+            if Py_REFCNT(<object>obj) > <Py_ssize_t>occ.get(id(<object>obj), 0):
+                held.append(<object>obj)
+    realize(held)
+    if not retain_graph:
+        for x in order:
+            (<Node>x).inputs = None
