@@ -396,3 +396,187 @@ def test_max_ties_and_prod_gradients_match_torch():
     (gx * plast.tensor(w, device="cuda")).sum().backward()  # prod's second derivative (reduce_prod_others_bw)
     (tgx * torch.tensor(w)).sum().backward()
     np.testing.assert_allclose(x.grad.cpu().numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# ---- the last rows of the op table: scatter_reduce, multinomial, SVD (matrix norms), prod's higher derivatives ----
+# Each check takes the device, so its logic also runs on the CPU (test_cuda_kernels_extra.py checks the kernels'
+# math on the host); here it runs on the GPU against the CPU backend and torch.
+
+
+def _dev(a, device, **kw):
+    import plast
+
+    return plast.tensor(a, device=device, **kw)
+
+
+def check_scatter_reduce(device, dt, reduce, include_self):
+    import plast
+
+    rng = np.random.default_rng(1)
+    if dt == np.bool_:
+        x0, src0 = rng.random((6, 5)) > 0.5, rng.random((9, 4)) > 0.5
+    elif np.issubdtype(dt, np.integer):
+        x0, src0 = rng.integers(-30, 30, (6, 5)).astype(dt), rng.integers(-30, 30, (9, 4)).astype(dt)
+    else:
+        x0, src0 = rng.standard_normal((6, 5)).astype(dt), rng.standard_normal((9, 4)).astype(dt)
+    idx0 = rng.integers(0, 6, (9, 4))
+    want = plast.tensor(x0).scatter_reduce(
+        0, plast.tensor(idx0), plast.tensor(src0), reduce, include_self=include_self
+    )
+    # non-contiguous operands: the input transposed back and forth, src every other column of a wider tensor
+    x = _dev(np.ascontiguousarray(x0.T), device).T
+    src = _dev(np.repeat(src0, 2, axis=1), device)[:, ::2]
+    got = x.scatter_reduce(0, _dev(idx0, device), src, reduce, include_self=include_self)
+    # sorted runs folded in source order: the CPU's values bit for bit, the same on every run
+    np.testing.assert_array_equal(got.cpu().numpy(), want.numpy())
+    again = x.scatter_reduce(0, _dev(idx0, device), src, reduce, include_self=include_self)
+    assert again.cpu().numpy().tobytes() == got.cpu().numpy().tobytes()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int64, np.int32, np.bool_])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_matches_cpu(dt, reduce, include_self):
+    if dt == np.bool_ and reduce == "mean":
+        pytest.skip("mean is refused for bool")
+    check_scatter_reduce("cuda", dt, reduce, include_self)
+
+
+def check_scatter_reduce_grad(device, reduce):
+    import torch
+
+    rng = np.random.default_rng(2)
+    x0, src0 = rng.standard_normal((5, 4)), rng.standard_normal((7, 4))
+    src0[3, 1] = x0[1, 1] = 10.0  # an amax tie between self and src
+    idx0 = rng.integers(0, 5, (7, 4))
+    idx0[3, 1] = 1
+    up = rng.standard_normal((5, 4))
+    x, src = _dev(x0, device, requires_grad=True), _dev(src0, device, requires_grad=True)
+    tx, tsrc = torch.tensor(x0, requires_grad=True), torch.tensor(src0, requires_grad=True)
+    for inc in (True, False):
+        out = x.scatter_reduce(0, _dev(idx0, device), src, reduce, include_self=inc)
+        tout = tx.scatter_reduce(0, torch.tensor(idx0), tsrc, reduce, include_self=inc)
+        (out * _dev(up, device)).sum().backward()
+        (tout * torch.tensor(up)).sum().backward()
+        np.testing.assert_allclose(out.detach().cpu().numpy(), tout.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(x.grad.cpu().numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(src.grad.cpu().numpy(), tsrc.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+def test_scatter_reduce_values_and_gradients_match_torch(reduce):
+    check_scatter_reduce_grad("cuda", reduce)
+
+
+def test_scatter_reduce_long_runs_and_bad_index():
+    import plast
+
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal(7)
+    idx0 = rng.integers(0, 7, 20000)  # ~3000 values per position, and the global-memory sort
+    src0 = rng.standard_normal(20000) * 1e3
+    for reduce in ("sum", "mean", "amax"):
+        want = plast.tensor(x0).scatter_reduce(0, plast.tensor(idx0), plast.tensor(src0), reduce)
+        got = _dev(x0, "cuda").scatter_reduce(0, _dev(idx0, "cuda"), _dev(src0, "cuda"), reduce)
+        assert got.cpu().numpy().tobytes() == want.numpy().tobytes(), reduce
+    bad = np.array([0, 9, 1])
+    with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 7"):
+        _dev(x0, "cuda").scatter_reduce(0, _dev(bad, "cuda"), _dev(src0[:3], "cuda"), "sum").tolist()
+
+
+def check_multinomial(device, dt, replacement, rows, cats, ns):
+    import plast
+
+    rng = np.random.default_rng(rows + cats)
+    w0 = rng.random((rows, cats)).astype(dt)
+    w0[:, ::4] = 0.0
+    for seed in (0, 12345):
+        want = plast.multinomial(
+            plast.tensor(w0), ns, replacement, generator=plast.Generator().manual_seed(seed)
+        ).numpy()
+        got = plast.multinomial(
+            _dev(w0, device), ns, replacement, generator=plast.Generator().manual_seed(seed)
+        )
+        assert got.device == device
+        np.testing.assert_array_equal(got.cpu().numpy(), want)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("rows,cats,ns", [(1, 5, 3), (4, 50, 20), (3, 5000, 100)])
+def test_multinomial_same_seed_same_samples_as_cpu(dt, replacement, rows, cats, ns):
+    check_multinomial("cuda", dt, replacement, rows, cats, ns)
+
+
+def test_multinomial_bad_weights_raise():
+    import plast
+
+    for w in ([[0.5, -0.1]], [[0.0, 0.0]], [[np.nan, 1.0]]):
+        with pytest.raises(RuntimeError, match="multinomial"):
+            plast.multinomial(_dev(np.array(w), "cuda"), 1, True).tolist()
+
+
+def check_matrix_norms(device, dt, shape):
+    import torch
+
+    import plast
+
+    rng = np.random.default_rng(sum(shape))
+    a0 = rng.standard_normal(shape).astype(dt)
+    up = rng.standard_normal(shape[:-2]).astype(dt)
+    tol = dict(rtol=1e-4, atol=1e-5) if dt == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    for ord_ in ("nuc", 2, -2):
+        a = _dev(a0, device, requires_grad=True)
+        ta = torch.tensor(a0, requires_grad=True)
+        out = plast.linalg.matrix_norm(a, ord_)
+        tout = torch.linalg.matrix_norm(ta, ord_)
+        (out * _dev(up, device)).sum().backward()
+        (tout * torch.tensor(up)).sum().backward()
+        np.testing.assert_allclose(out.detach().cpu().numpy(), tout.detach().numpy(), **tol)
+        np.testing.assert_allclose(a.grad.cpu().numpy(), ta.grad.numpy(), **tol)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(3, 3), (2, 5, 3), (4, 3, 6), (2, 2, 1, 7), (40, 40)])
+def test_matrix_norms_through_the_svd_match_torch(dt, shape):
+    check_matrix_norms("cuda", dt, shape)
+
+
+def test_svd_limits_and_nonfinite_input():
+    import plast
+
+    with pytest.raises(NotImplementedError, match=r"up to 54 x 54.*got 60 x 60"):
+        plast.linalg.matrix_norm(plast.ones(60, 60, dtype=plast.float64, device="cuda"), "nuc").tolist()
+    a = np.stack([np.eye(3), np.eye(3) * 2])
+    a[1, 1, 1] = np.inf
+    # NaN where the matrix holds inf, as on the CPU backend (numpy's SVD); the other matrix is unaffected
+    for ord_ in ("nuc", 2):
+        want = plast.linalg.matrix_norm(plast.tensor(a), ord_).tolist()
+        got = plast.linalg.matrix_norm(_dev(a, "cuda"), ord_).tolist()
+        assert math.isnan(want[1]) and math.isnan(got[1]) and got[0] == pytest.approx(want[0])
+
+
+def check_prod_derivatives(device, dt):
+    import torch
+
+    import plast
+
+    rng = np.random.default_rng(4)
+    x0 = rng.standard_normal((3, 5)).astype(dt)
+    x0[1, 2] = 0.0  # exact with zeros: no division
+    ws = [rng.standard_normal((3, 5)).astype(dt) for _ in range(3)]
+    x, tx = _dev(x0, device, requires_grad=True), torch.tensor(x0, requires_grad=True)
+    g, tg = x.prod(1).sum(), tx.prod(1).sum()
+    for w in ws:  # third and fourth derivatives: reduce_prod_excl with two and three vectors
+        (g,) = plast.autograd.grad(g, x, create_graph=True)
+        (tg,) = torch.autograd.grad(tg, tx, create_graph=True)
+        g, tg = (g * _dev(w, device)).sum(), (tg * torch.tensor(w)).sum()
+    (gx,) = plast.autograd.grad(g, x)
+    (tgx,) = torch.autograd.grad(tg, tx)
+    tol = dict(rtol=1e-4, atol=1e-5) if dt == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(gx.cpu().numpy(), tgx.numpy(), **tol)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_prod_higher_derivatives_match_torch(dt):
+    check_prod_derivatives("cuda", dt)

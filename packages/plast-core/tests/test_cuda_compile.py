@@ -775,3 +775,132 @@ def test_register_fills_the_cuda_column():
                 OPS[n].kernels.pop("cuda", None)
             else:
                 OPS[n].kernels["cuda"] = k
+
+
+# ---- generated kernels: fused elementwise chains (codegen.py) ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chain_builds(tmp_path_factory):
+    """test_cuda_codegen's sample chains, generated and compiled for sm_80 and sm_90 with the options the
+    loader uses for them plus warnings as errors: [(label, arch, exit code, log, PTX signatures, packed size)]."""
+    from test_cuda_codegen import nvcc_samples
+
+    from plast.backends.cuda import codegen
+
+    if NVCC is None or os.environ.get("PLAST_NVCC_TESTS") != "1":
+        pytest.skip("nvcc checks run in `nox -s cuda_compile` (PLAST_NVCC_TESTS=1)")
+    out = tmp_path_factory.mktemp("chains")
+
+    def build(job):
+        (label, src, nbytes), arch = job
+        d = out / arch / label
+        d.mkdir(parents=True)
+        (d / "chain.cu").write_text(src)
+        cmd = [NVCC, "--cubin", f"-arch={arch}", *codegen.NVCC_OPTIONS, "-Werror", "all-warnings", "--keep"]
+        cmd += ["--keep-dir", str(d), "-o", str(d / "chain.cubin"), str(d / "chain.cu")]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        ptx = d / "chain.ptx"
+        sigs = harness.parse_ptx_signatures(ptx.read_text()) if ptx.is_file() else {}
+        return label, arch, res.returncode, res.stderr + res.stdout, sigs, nbytes
+
+    jobs = [(s, arch) for arch in ("sm_80", "sm_90") for s in nvcc_samples()]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:
+        return list(ex.map(build, jobs))
+
+
+@needs_nvcc
+def test_generated_chain_kernels_compile_for_sm80_and_sm90(chain_builds):
+    failures = [f"{label} ({arch}):\n{log[-3000:]}" for label, arch, rc, log, _, _ in chain_builds if rc]
+    assert not failures, "\n\n".join(failures)
+    noisy = [
+        f"{label} ({arch}): {log.strip()[:500]}" for label, arch, _, log, _, _ in chain_builds if log.strip()
+    ]
+    assert not noisy, "nvcc printed diagnostics:\n" + "\n".join(noisy)
+    assert len(chain_builds) >= 40
+
+
+@needs_nvcc
+def test_generated_chain_kernels_take_the_packed_arguments(chain_builds):
+    """The kernel's one parameter (ChainArgs by value) is as big as codegen.pack_args makes it."""
+    for label, arch, rc, _, sigs, nbytes in chain_builds:
+        assert rc == 0, label
+        assert sigs == {"plast_chain": [(0, nbytes)]}, (label, arch, sigs)
+
+
+@needs_nvcc
+def test_generated_source_errors_quote_the_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLAST_CUDA_CACHE", str(tmp_path / "cache"))
+    src = '// generated\nextern "C" __global__ void plast_chain(float *x) {\n    x[0] = nope;\n}\n'
+    with pytest.raises(
+        loader.CudaCompileError, match=r"chain\.cu:3: error: identifier \"nope\" is undefined"
+    ) as e:
+        loader.compile_source("chain", src, "sm_80")
+    assert "3: x[0] = nope;" in str(e.value)
+
+
+@needs_nvcc
+def test_generated_source_cache_is_keyed_by_text_and_arch(tmp_path, monkeypatch):
+    from plast.backends.cuda import codegen
+
+    monkeypatch.setenv("PLAST_CUDA_CACHE", str(tmp_path / "cache"))
+    prog = codegen._fused.assemble([("load", 0, 0), ("exp", 1, 0), ("store", 0, 1)])
+    src = codegen.generate(prog, 3, "cc", 1)
+    a = loader.compile_source("chain", src, "sm_80", options=codegen.NVCC_OPTIONS)
+    calls = []
+    real_run = subprocess.run
+    monkeypatch.setattr(loader.subprocess, "run", lambda *a, **k: calls.append(a) or real_run(*a, **k))
+    assert loader.compile_source("chain", src, "sm_80", options=codegen.NVCC_OPTIONS) == a
+    assert not [c for c in calls if "--cubin" in c[0]], "a cached source was compiled again"
+    loader.compile_source("chain", src, "sm_90", options=codegen.NVCC_OPTIONS)
+    loader.compile_source("chain", codegen.generate(prog, 4, "cc", 1), "sm_80", options=codegen.NVCC_OPTIONS)
+    assert len(list((tmp_path / "cache").iterdir())) == 3
+
+
+# ---- the last rows of the op table: scatter_reduce, multinomial, reduce_svd, reduce_prod_excl ----------------
+# (their device math is checked on the host in test_cuda_kernels_extra.py; here: modules and launch signatures)
+
+
+def test_last_rows_have_modules_and_no_stubs():
+    from plast.backends.cuda import kernels
+    from plast.ops.registry import OPS
+
+    assert {"scatter_reduce", "multinomial", "svd", "prod_excl"} <= set(loader.module_names())
+    table = kernels.table()
+    stubs = [n for n in OPS if n not in table or getattr(table[n], "cuda_stub", False)]
+    assert stubs == [], f"ops without a CUDA kernel: {stubs}"
+
+
+def test_last_rows_launchers_match_signatures(signatures):
+    """Dtype and size variants the workload does not reach: float64 and int32 scatter_reduce with int32 indices,
+    long rows (the global-memory sort), multinomial from float64/float32 weights with and without replacement,
+    batched wide/tall float64 SVD, and prod's fourth derivative (three vectors)."""
+    import plast
+
+    def run():
+        g = plast.Generator().manual_seed(3)
+        f64, i32 = plast.float64, plast.int32
+        x = plast.randn(5, 4, dtype=f64, generator=g)
+        idx = plast.randint(0, 5, (6, 4), generator=g, dtype=i32)
+        outs = [x.scatter_reduce(0, idx, plast.randn(6, 4, dtype=f64, generator=g), "mean")]
+        xi = plast.randint(-9, 9, (3000,), generator=g, dtype=i32)
+        src = plast.randint(-9, 9, (5000,), generator=g, dtype=i32)
+        outs.append(xi.scatter_reduce(0, plast.randint(0, 3000, (5000,), generator=g), src, "prod"))
+        w = plast.rand(2, 3000, generator=g, dtype=f64) + 0.1
+        outs.append(plast.multinomial(w, 7, replacement=True, generator=g))
+        outs.append(plast.multinomial(w.float(), 9, generator=g))
+        a = plast.randn(3, 2, 4, 6, dtype=f64, generator=g)
+        outs.append(plast.linalg.matrix_norm(a, "nuc") + plast.linalg.matrix_norm(a.transpose(-1, -2), -2))
+        p = plast.randn(2, 3, 4, dtype=f64, generator=g, requires_grad=True)
+        (g1,) = plast.autograd.grad(p.prod(1).sum(), p, create_graph=True)
+        (g2,) = plast.autograd.grad((g1 * g1).sum(), p, create_graph=True)
+        (g3,) = plast.autograd.grad((g2 * g2).sum(), p, create_graph=True)
+        (g3 * g3).sum().backward()
+        plast.forward(*outs, p.grad)
+
+    records, failures = harness.dry_run(harness.capture(run), signatures)
+    assert not failures, failures
+    want = {"scatter_reduce_keys", "scatter_reduce_apply_f64", "scatter_reduce_apply_i32", "sort_step_i64"}
+    want |= {"multinomial_cdf_f64", "multinomial_sample", "multinomial_keys_f32", "sort_step_f64"}
+    want |= {"svd_jacobi_f64", "prod_excl_f64"}
+    assert want <= {r.kernel for r in records}

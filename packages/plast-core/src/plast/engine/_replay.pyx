@@ -72,8 +72,10 @@ cdef class _ChainStep(_Step):
 
 cdef _Step _compile(object kernel, object node, object inputs, object outputs):
     cdef _Step s
-    cdef str name
-    if kernel is _K.binary and len(outputs) == 1 and outputs[0].dtype.code != 0:
+    cdef bint cpu = all([o.device.type == "cpu" for o in outputs]) and all([x.device.type == "cpu" for x in inputs])
+    if not cpu:  # another device's kernels keep their own calls (and the CUDA backend may replay them as a graph)
+        s = _Step.__new__(_Step)
+    elif kernel is _K.binary and len(outputs) == 1 and outputs[0].dtype.code != 0:
         s = _BinaryStep.__new__(_BinaryStep)
         (<_BinaryStep>s).op = _kernels.BINARY_CODES[node.op.name]
         (<_BinaryStep>s).a, (<_BinaryStep>s).b = inputs[0], inputs[1]

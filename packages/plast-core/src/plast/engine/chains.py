@@ -3,7 +3,8 @@
 Where the pattern rules (engine/fusion.py) match fixed shapes of graph, a chain is found by growing from a root
 through producers whose outputs are internal (consumed only inside the chain, held by nobody, not saved for a
 backward). The chain compiles to a register bytecode that csrc/elementwise_chain.c evaluates over L1-sized
-tiles: loads with broadcast strides, the ops, one store. Intermediates never touch memory.
+tiles: loads with broadcast strides, the ops, one store. Intermediates never touch memory. On a CUDA device the
+same program becomes the source of one generated kernel (backends/cuda/codegen.py).
 """
 
 from ..backends.cpu import _fused
@@ -32,9 +33,17 @@ def _eligible(n):
     if name not in BINARY and name not in UNARY:
         return False
     shape, dt = n.specs[0]
-    # The chain program runs on the CPU (csrc/elementwise_chain.c) and reads memory through host pointers; the
-    # CUDA backend has no chain code generator yet, so chains of CUDA nodes stay unfused (one kernel per op).
-    if dt.code not in (3, 4) or len(n.specs) != 1 or n.device.type != "cpu":
+    if dt.code not in (3, 4) or len(n.specs) != 1:
+        return False
+    # CPU chains run in csrc/elementwise_chain.c; CUDA chains as a kernel generated from the same program, for the
+    # ops the generator knows. Other devices stay unfused (one kernel per op).
+    dev = n.device.type
+    if dev == "cuda":
+        from ..backends.cuda import codegen
+
+        if name not in codegen.SUPPORTED:
+            return False
+    elif dev != "cpu":
         return False
     return all(t.dtype is dt for t in n.inputs)
 
@@ -42,6 +51,7 @@ def _eligible(n):
 def grow(root, internal, covered):
     """Nodes of the chain rooted at `root` (topological order), or None when it would be a single node."""
     shape = root.specs[0][0]
+    device = root.device
     members = {id(root): root}
     frontier = [root]
     while frontier and len(members) < MAX_NODES:
@@ -56,6 +66,7 @@ def grow(root, internal, covered):
                 or p.done
                 or (id(p), t._index) not in internal
                 or not _eligible(p)
+                or p.device != device
                 or tuple(p.specs[0][0]) != tuple(shape)
                 or (p.needs_grad and p.op.name in USES_OUTPUT)
             ):
@@ -138,8 +149,14 @@ class _TooBig(Exception):
 
 
 def kernel(root, inputs, outputs, args):
-    """The group kernel: the chain's program over the output's shape (csrc/elementwise_chain.c)."""
-    _fused.run_program_tensors(args[0], outputs[0], inputs)
+    """The group kernel: the chain's program over the output's shape (csrc/elementwise_chain.c on the CPU, a
+    generated kernel on a CUDA device)."""
+    if outputs[0].device.type == "cuda":
+        from ..backends.cuda import codegen
+
+        codegen.run_chain(args[0], outputs[0], inputs)
+    else:
+        _fused.run_program_tensors(args[0], outputs[0], inputs)
 
 
 def find_chains(order, internal, covered):

@@ -11,6 +11,11 @@ written to a tape: op kernels (engine/realize.py), in-place copies (engine/inpla
 * argument tensors are rebound on every call; the values returned are copied to fresh persistent tensors, so each
   call's results survive ``reset_transient_arenas()`` and later calls.
 
+Devices. Every step is recorded with its device's kernel (a copy on the GPU replays as a GPU copy). A plan whose
+steps are all CUDA kernels replays as one CUDA graph (backends/cuda/graphs.py: captured on its first replay,
+arguments copied into plan-owned buffers before each launch; ``PLAST_CUDA_GRAPHS=0`` turns this off); a plan
+with CPU steps, or one the graph can't record, replays step by step.
+
 What is a runtime input and what is frozen:
 * Python control flow and Python values are frozen at trace time (an ``if`` on a config flag takes the branch it
   took while tracing). Reading a tensor's value inside the function (``.item()``, ``.numpy()``, ``print``) raises
@@ -44,16 +49,18 @@ def _debug():
 
 
 class Step:
-    """One kernel call of a plan: ``kernel(node, inputs, outputs)`` with tensors bound to plan memory."""
+    """One kernel call of a plan: ``kernel(node, inputs, outputs)`` with tensors bound to plan memory. `kind` is
+    "kernel", "copy", "random" (a fill that draws again on replay) or "mutation" (writes its inputs)."""
 
-    __slots__ = ("kernel", "node", "inputs", "outputs", "what")
+    __slots__ = ("kernel", "node", "inputs", "outputs", "what", "kind")
 
-    def __init__(self, kernel, node, inputs, outputs, what):
+    def __init__(self, kernel, node, inputs, outputs, what, kind="kernel"):
         self.kernel = kernel
         self.node = node
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.what = what
+        self.kind = kind
 
     def __repr__(self):
         return f"<Step {self.what}>"
@@ -66,8 +73,8 @@ class Tape:
         self.runtime_inputs = []
         self.states = []  # (weakref(obj), keyfn, key)
 
-    def kernel(self, kernel, node, inputs, outputs, what):
-        self.steps.append(Step(kernel, node, inputs, outputs, what))
+    def kernel(self, kernel, node, inputs, outputs, what, kind="kernel"):
+        self.steps.append(Step(kernel, node, inputs, outputs, what, kind))
 
 
 # ---- hooks the engine calls -------------------------------------------------------------------------------
@@ -84,23 +91,43 @@ def note_kernel(kernel, node, inputs, outputs):
 def note_copy(dst, src, what="copy"):
     """A value was copied into dst's memory outside an op kernel (in-place writes, gradient write-back)."""
     if _tape is not None and not _host_side:
-        from ..backends.cpu.kernels import copy
+        if dst.device.type == "cpu" and src.device.type == "cpu":
+            from ..backends.cpu.kernels import copy  # the compiled replay runs it with no Python call
+        else:
+            copy = device_copy
+        _tape.kernel(copy, None, [src], [dst], what, "copy")
 
-        _tape.kernel(copy, None, [src], [dst], what)
+
+def device_copy(node, inputs, outputs):
+    """``outputs[0][...] = inputs[0]`` for one shape on any devices: the replayed form of a copy into memory
+    that is not CPU memory (on the GPU, a device-side copy or copy kernel; across devices, a transfer)."""
+    from ..ops.device import copy_values, host_array, write_host
+
+    src, dst = inputs[0], outputs[0]
+    if dst.device == src.device:
+        copy_values(dst, src)
+    elif dst.device.type == "cpu":
+        from ..backends.cpu.kernels import np_view
+
+        if dst.numel():
+            np_view(dst)[...] = host_array(src)
+    else:
+        write_host(dst, host_array(src))
 
 
 def note_mutation(node):
     """A fused in-place kernel (optimizer update) ran on node.inputs."""
     if _tape is not None and not _host_side:
         kernel = node.op.kernels[node.inputs[0].device.type]
-        _tape.kernel(kernel, node, node.inputs, [], node.op.name)
+        _tape.kernel(kernel, node, node.inputs, [], node.op.name, "mutation")
 
 
 def note_random(fill_fn, t, what):
-    """t was filled with random numbers by fill_fn(t); a replay draws again (from the generator's offset then)."""
+    """t was filled with random numbers by fill_fn(t) (on t's device); a replay draws again, from the
+    generator's offset then."""
     if _tape is not None and not _host_side:
         _tape.created[id(t._storage)] = t._storage
-        _tape.kernel(lambda node, inputs, outputs: fill_fn(outputs[0]), None, [], [t], what)
+        _tape.kernel(lambda node, inputs, outputs: fill_fn(outputs[0]), None, [], [t], what, "random")
 
 
 def note_state(obj, keyfn):
@@ -139,6 +166,7 @@ class Plan:
         "block",
         "block_bytes",
         "treedef",
+        "graph",
     )
 
     def valid(self):
@@ -272,6 +300,7 @@ class JitFunction:
         plan = Plan()
         plan.steps = tape.steps
         plan.compiled = None  # compiled on the first replay (engine/_replay.pyx)
+        plan.graph = None  # decided on the first replay: a CUDA graph (backends/cuda/graphs.py) or False
         plan.arg_aliases = aliases
         plan.results = results
         plan.runtime_inputs = tape.runtime_inputs
@@ -296,6 +325,14 @@ class JitFunction:
                 _host_side -= 1
         for st in plan.captured_transient:
             st.check()  # a transient tensor the function captured (not an argument) was freed by a reset
+        if plan.graph is None:
+            plan.graph = _cuda_graph(plan)
+        if plan.graph:
+            if plan.graph.run(tensors):
+                self.replays += 1
+                return _unflatten(plan.treedef, [_fresh(r) for r in plan.results])
+            if not plan.graph.usable:
+                plan.graph = False
         for al, t, views in zip(plan.arg_aliases, tensors, plan.arg_views):
             al._storage, al._strides, al._offset = t._storage, t._strides, t._offset
             # views of the argument taken while tracing (reshape, .T, indexing) read the new argument too
@@ -304,7 +341,7 @@ class JitFunction:
         if plan.compiled is None:
             from . import _replay
 
-            plan.compiled = _replay.compile_steps(plan.steps)
+            plan.compiled = _replay.compile_steps([_compilable(s) for s in plan.steps])
         _run_compiled(plan.compiled)
         self.replays += 1
         return _unflatten(plan.treedef, [_fresh(r) for r in plan.results])
@@ -316,6 +353,50 @@ def _run_compiled(compiled):
     global _run_compiled
     _run_compiled = run  # bound on first use: _replay imports the CPU kernels, which import the engine
     run(compiled)
+
+
+def _devices(plan):
+    out = {a.device.type for a in plan.arg_aliases}
+    for s in plan.steps:
+        out.update(t.device.type for t in s.inputs + s.outputs)
+    return out
+
+
+def _cuda_graph(plan):
+    """A PlanGraph when the plan's steps are all CUDA kernels and graphs are on, else False (step by step)."""
+    if not plan.steps or _devices(plan) != {"cuda"}:
+        return False
+    from ..backends.cuda import graphs
+
+    if not graphs.enabled():
+        return False
+    try:
+        graphs.api()
+    except graphs.GraphsUnavailable as e:
+        if _debug():
+            print(f"plast.jit: no CUDA graphs ({e}); replaying step by step")
+        return False
+    g = graphs.PlanGraph(plan.steps, plan.arg_aliases, plan.arg_views, debug=_debug())
+    return g if g.usable else False
+
+
+class _DeviceKernel:
+    """A step's kernel as an opaque call: the compiled replay (engine/_replay.pyx) runs CPU kernels through C
+    entry points when it recognizes them, and a step on another device must never look like one."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __call__(self, node, inputs, outputs):
+        return self.kernel(node, inputs, outputs)
+
+
+def _compilable(s):
+    if all(t.device.type == "cpu" for t in s.inputs + s.outputs):
+        return s
+    return Step(_DeviceKernel(s.kernel), s.node, s.inputs, s.outputs, s.what, s.kind)
 
 
 def _captured_transient(tape, aliases):

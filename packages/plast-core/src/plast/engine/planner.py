@@ -6,7 +6,6 @@ fits (the classic heuristic; optimal placement is NP-hard and this is within a f
 """
 
 from .. import _arenas
-from ..memory.arena import view_of
 
 ALIGN = 64
 
@@ -54,11 +53,18 @@ def plan_memory(tape, aliases):
         return None, 0
     first, last = _intervals(tape.steps, internal)
     live = {sid: st for sid, st in internal.items() if sid in first}
-    sizes = {sid: st.nbytes for sid, st in live.items()}
-    offsets, total = place(sizes, first, last)
-    dev = "cpu"
-    block = _arenas.persistent(dev).new(max(total, 1))
-    views = {sid: view_of(block, offsets[sid], sizes[sid]) for sid in live}
+    # one block per device: a plan's GPU intermediates are laid out in GPU memory (_arenas.view_of)
+    by_dev = {}
+    for sid, st in live.items():
+        by_dev.setdefault(getattr(st, "device_type", "cpu"), {})[sid] = st.nbytes
+    views, blocks, total = {}, [], 0
+    for dev, sizes in by_dev.items():
+        offsets, nbytes = place(sizes, first, last)
+        block = _arenas.persistent(dev).new(max(nbytes, 1))
+        views.update({sid: _arenas.view_of(block, offsets[sid], sizes[sid]) for sid in sizes})
+        blocks.append(block)
+        total += nbytes
+    block = blocks[0] if len(blocks) == 1 else tuple(blocks)
     for s in tape.steps:
         for t in s.inputs + s.outputs:
             v = views.get(id(t._storage))

@@ -778,7 +778,13 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
         )
     if not tracing():
         rk.check_weights(w._np_array().reshape(rows, cats))
-    u = rand(rows, num_samples if replacement else cats, generator=generator, dtype=dtypes.float64)
+    u = rand(
+        rows,
+        num_samples if replacement else cats,
+        generator=generator,
+        dtype=dtypes.float64,
+        device=probs.device,
+    )
     out = record(
         MULTINOMIAL,
         (w, u),

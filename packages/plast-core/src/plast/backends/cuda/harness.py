@@ -351,9 +351,38 @@ def _segments():
         bm = plast.matmul(plast.randn(2, 3, 4, 5, generator=g), plast.randn(3, 5, 2, generator=g))
         return [a.grad, d, bm, plast.log_softmax(b, 1)]
 
+    def last_rows():
+        # the op table's last CUDA rows: scatter_reduce, multinomial, reduce_svd, reduce_prod_excl
+        g = gen()
+        x = plast.randn(4, 6, generator=g)
+        idx = plast.randint(0, 4, (3, 6), generator=g)
+        src = plast.randn(3, 6, generator=g)
+        xi = plast.randint(-5, 6, (4, 6), generator=g)
+        srci = plast.randint(-5, 6, (3, 6), generator=g)
+        outs = [
+            x.scatter_reduce(0, idx, src, r, include_self=inc)
+            for r in ("sum", "prod", "mean", "amax", "amin")
+            for inc in (True, False)
+        ]
+        outs.append(xi.scatter_reduce(1, idx[:, :4], srci[:, :4], "mean"))
+        outs.append(xi.T.scatter_reduce(0, idx.T, srci.T, "amin", include_self=False))
+        outs.append((xi > 0).scatter_reduce(0, idx, srci > 0, "sum"))
+        w = plast.rand(3, 7, generator=g) * (plast.arange(7) % 3 != 0)  # some zero weights
+        outs.append(plast.multinomial(w, 5, replacement=True, generator=g))
+        outs.append(plast.multinomial(w.double(), 4, generator=g))
+        a = plast.randn(2, 5, 3, generator=g, requires_grad=True)
+        nrm = plast.linalg.matrix_norm(a, "nuc").sum() + plast.linalg.matrix_norm(a.transpose(1, 2), 2).sum()
+        nrm.backward()
+        p = plast.randn(3, 4, generator=g, requires_grad=True)
+        (g1,) = plast.autograd.grad(p.prod(1).sum(), p, create_graph=True)
+        (g2,) = plast.autograd.grad((g1 * g1).sum(), p, create_graph=True)
+        (g2 * g2).sum().backward()  # prod's third derivative
+        return outs + [a.grad, p.grad]
+
     return [
         ("pointwise", pointwise),
         ("extra", extra),
+        ("last_rows", last_rows),
         ("shape", shape_ops),
         ("reductions", reductions),
         ("indexing", indexing),
@@ -707,9 +736,11 @@ def replay(call, *, rtol=1e-4, atol=1e-5):
         dev_out.append(DevTensor(arena.new(max(n, 1)), t._shape, _contig(t._shape), 0, t.dtype))
     k(call.node, dev_in, dev_out)
     problems = []
-    for i, (t, d) in enumerate(zip(call.outputs, dev_out)):
-        got = memory.to_host(d._storage, t._shape, t.dtype.np)
-        want = _values(_Flat(t), call.out_after[i])
+    gots = [memory.to_host(d._storage, t._shape, t.dtype.np) for t, d in zip(call.outputs, dev_out)]
+    wants = [_values(_Flat(t), b) for t, b in zip(call.outputs, call.out_after)]
+    if call.name == "reduce_svd":  # singular vectors are defined up to a sign per pair (u_j, vh_j)
+        gots, wants = _svd_signs(*gots), _svd_signs(*wants)
+    for i, (got, want) in enumerate(zip(gots, wants)):
         msg = compare(call.name, got, want, rtol, atol)
         if msg:
             problems.append(f"output {i}: {msg}")
@@ -722,6 +753,15 @@ def replay(call, *, rtol=1e-4, atol=1e-5):
             if msg:
                 problems.append(f"input {i} (written in place): {msg}")
     return "; ".join(problems) or None
+
+
+def _svd_signs(u, s, vh):
+    """U, S, Vh with each pair (u_j, vh_j) flipped so that u_j's entry of largest magnitude is positive."""
+    if u.size == 0:
+        return [u, s, vh]
+    rows = np.argmax(np.abs(u), axis=-2)[..., None, :]
+    sign = np.where(np.take_along_axis(u, rows, axis=-2) < 0, -1, 1).astype(u.dtype)
+    return [u * sign, s, vh * np.swapaxes(sign, -1, -2)]
 
 
 class _Flat:

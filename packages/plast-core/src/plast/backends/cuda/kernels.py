@@ -15,7 +15,7 @@ Importable without pycuda: pycuda is only touched when a kernel launches.
 
 import numpy as np
 
-from . import abi, loader, memory
+from . import abi, graphs, loader, memory
 from .abi import Params
 
 SUF = {0: "u8", 1: "i32", 2: "i64", 3: "f32", 4: "f64"}
@@ -126,7 +126,11 @@ def not_implemented(name, why=""):
 
 def scratch(nbytes):
     """A transient device block for a kernel's temporaries (freed when the returned storage dies; stream order
-    makes reuse by later kernels safe)."""
+    makes reuse by later kernels safe). While a CUDA graph is captured: memory the graph holds, since each
+    replay writes the same addresses again (graphs.py)."""
+    cap = graphs.active()
+    if cap is not None:
+        return cap.new(nbytes)
     return memory.transient_arena().new(max(int(nbytes), 1))
 
 
@@ -194,32 +198,42 @@ class checked:
         self.fmt = fmt
 
     def __enter__(self):
-        buf = _err_buffer()
-        loader.driver().memset_d8(buf.address, 0, 32)
+        cap = graphs.active()
+        # in a CUDA graph each checking launch has a flag of its own, read after every graph launch
+        self._capturing = cap is not None
+        buf = cap.error_flag(self) if self._capturing else _err_buffer()
+        memory.memset(buf.address, 0, 32)
         return buf.address
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None:
+        if exc_type is not None or self._capturing:
             return False
-        host = memory.to_host(_err_buffer(), (4,), np.int64)
-        code, value, bound, pos = (int(v) for v in host)
-        if code == 0:
-            return False
-        err = self.fmt(code, value, bound, pos) if self.fmt else None
-        if err is None:
-            if code == 1:
-                err = IndexError(f"index {value} is out of bounds for size {bound}")
-            elif code == 2:
-                err = ZeroDivisionError("integer division by zero")
-            else:
-                err = ValueError(f"invalid value {value} (element {pos})")
-        raise err
+        err = flagged_error(memory.to_host(_err_buffer(), (4,), np.int64), self.fmt)
+        if err is not None:
+            raise err
+        return False
+
+
+def flagged_error(flag, fmt=None):
+    """The exception an error flag read back (code, value, bound, position) stands for, or None."""
+    code, value, bound, pos = (int(v) for v in flag)
+    if code == 0:
+        return None
+    err = fmt(code, value, bound, pos) if fmt else None
+    if err is None:
+        if code == 1:
+            err = IndexError(f"index {value} is out of bounds for size {bound}")
+        elif code == 2:
+            err = ZeroDivisionError("integer division by zero")
+        else:
+            err = ValueError(f"invalid value {value} (element {pos})")
+    return err
 
 
 def fill_zero(t):
     """Zero a contiguous output."""
     if t.numel():
-        loader.driver().memset_d8(addr(t), 0, t.numel() * t.dtype.itemsize)
+        memory.memset(addr(t), 0, t.numel() * t.dtype.itemsize)
 
 
 def fill_value(address, shape, strides, code, value):
@@ -855,13 +869,18 @@ SORT_SMEM_MAX = 2048
 
 def sort_raw(x, dim, descending, k, out):
     """Indices of the first k elements of each row of operand x along `dim`, in sorted order, into `out`."""
-    if out.numel() == 0:
+    sort_into(x, dim, descending, k, addr(out), out._shape, out._strides)
+
+
+def sort_into(x, dim, descending, k, out_addr, out_shape, out_strides):
+    """sort_raw into int64 memory at out_addr with out_shape / out_strides (scratch needs no tensor)."""
+    if prod(out_shape) == 0:
         return
     if x.code == 0:
         x = as_code(x, 1)
     shape = x.shape if x.shape else (1,)
     xst = x.strides if x.shape else (0,)
-    ost = out._strides if out._shape else (1,)
+    ost = out_strides if out_shape else (1,)
     d = dim % len(shape)
     length = shape[d]
     ks, kst, _, _ = _split_dims(shape, xst, (d,))
@@ -874,17 +893,7 @@ def sort_raw(x, dim, descending, k, out):
     suf = SUF[x.code]
     desc = 1 if descending else 0
     if n2 <= SORT_SMEM_MAX:
-        p = (
-            Params()
-            .ptr(x.addr)
-            .raw(lrow)
-            .i64(length)
-            .i64(xst[d])
-            .i64(n2)
-            .ptr(addr(out))
-            .raw(orow)
-            .i64(ost[d])
-        )
+        p = Params().ptr(x.addr).raw(lrow).i64(length).i64(xst[d]).i64(n2).ptr(out_addr).raw(orow).i64(ost[d])
         p.i64(k).i64(rows).i32(desc)
         launch("sort", f"sort_rows_smem_{suf}", (min(rows, MAX_GRID),), (min(1024, max(32, n2 // 2)),), p)
         return
@@ -902,7 +911,7 @@ def sort_raw(x, dim, descending, k, out):
             launch("sort", f"sort_step_{suf}", grid1(total), (BLOCK,), p)
             stride //= 2
         size *= 2
-    p = Params().ptr(ids.address).i64(n2).i64(rows).i64(k).ptr(addr(out)).raw(orow).i64(ost[d])
+    p = Params().ptr(ids.address).i64(n2).i64(rows).i64(k).ptr(out_addr).raw(orow).i64(ost[d])
     launch("sort", "sort_write", grid1(rows * k), (BLOCK,), p)
 
 
@@ -938,20 +947,17 @@ POINTWISE.update({name: compare for name in COMPARE_CODES})
 POINTWISE.update({name: unary for name in UNARY_CODES})
 POINTWISE.update({name: predicate for name in PREDICATE_CODES})
 
-STUBS = {
-    "reduce_prod_excl": "prod's third and higher derivatives",
-    "multinomial": "sampling (move the probabilities to the CPU)",
-    "reduce_svd": "SVD (linalg.svd, matrix_norm 2/nuc)",
-    "scatter_reduce": "scatter_reduce",
-}
+# ops with no CUDA kernel yet, and why (each gets a stub that raises NotImplementedError); none left
+STUBS = {}
 
 
 def table():
     """op name -> CUDA kernel for every op that has one (and stubs for the rest of the table)."""
-    from . import kernels_nn, transfer
+    from . import kernels_extra, kernels_nn, transfer
 
     t = dict(POINTWISE)
     t.update(kernels_nn.NN)
+    t.update(kernels_extra.EXTRA)
     t["to_device"] = transfer.copy_to_cuda
     for name, why in STUBS.items():
         t.setdefault(name, not_implemented(name, why))

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from . import abi, memory
+from . import abi, graphs, memory
 from .abi import Params
 from .kernels import (
     BLOCK,
@@ -969,6 +969,9 @@ def _device_bytes(data):
         st = memory.persistent_arena().new(len(data))
         memory.from_host(st, np.frombuffer(data, dtype=np.uint8))
         _tables[data] = st
+    cap = graphs.active()
+    if cap is not None:
+        cap.hold(st)  # a CUDA graph reads this table on every replay, long after the cache may drop it
     return st
 
 
@@ -1153,7 +1156,17 @@ def philox_fill(kind, dtype_code, seed, offset, address, n, p1, p2):
         raise ValueError(f"{kind} draws are float32 or float64, got dtype code {dtype_code}")
     if n == 0:
         return blocks
-    p = Params().u64(seed).u64(offset).ptr(address).i64(n)
+    bind = graphs.binding()
+    if bind is not None:  # a captured plan's random step, run for its (seed, offset) only
+        bind.take(seed, offset)
+        return blocks
+    cap = graphs.active()
+    if cap is not None:
+        # in a CUDA graph the kernel reads (seed, offset) from a slot written before each replay
+        p = Params().ptr(cap.rng_slot(seed, offset)).ptr(address).i64(n)
+        name += "_devstate"
+    else:
+        p = Params().u64(seed).u64(offset).ptr(address).i64(n)
     if kind != "u32":
         p.scalar(dtype_code, p1).scalar(dtype_code, p2)
     launch("random", name, grid1(blocks), (BLOCK,), p)

@@ -6,6 +6,9 @@ architecture (``sm_<major><minor>``), the cubin is cached on disk under ``$PLAST
 options and the architecture, and loaded through PyCUDA (``module_from_buffer``). A failed compile raises
 ``CudaCompileError`` listing each diagnostic as ``file:line: message``.
 
+Generated source text (codegen.py: fused elementwise chains) goes the same way through ``compile_source`` /
+``get_source_module``, its cache key a hash of the text instead of the files.
+
 NOTE: nvcc compiles the files in place (rather than PyCUDA's SourceModule, which compiles a copy in a temporary
 directory) so that compile errors name plast's own files and lines; PyCUDA still owns the context and loading.
 
@@ -114,20 +117,61 @@ def compile_module(name, arch, *, nvcc=None, options=NVCC_OPTIONS, use_cache=Tru
     Raises CudaCompileError (with file:line diagnostics) when nvcc fails, and RuntimeError when nvcc is absent.
     ``output="ptx"`` returns PTX text instead (for devices newer than this nvcc knows).
     """
+    nvcc = _need_nvcc(nvcc)
+    key = module_key(name, arch, nvcc, options)
+    return _cached_build(name, arch, key, nvcc, options, output, use_cache, lambda tmp: source_path(name))
+
+
+def source_key(source, arch, nvcc, options=NVCC_OPTIONS):
+    """Cache key of generated source text: the text itself, compiler version, options and architecture."""
+    h = hashlib.sha256()
+    h.update(source.encode())
+    h.update(nvcc_version(nvcc).encode())
+    h.update(" ".join(options).encode())
+    h.update(arch.encode())
+    return h.hexdigest()[:32]
+
+
+def compile_source(name, source, arch, *, nvcc=None, options=NVCC_OPTIONS, use_cache=True, output="cubin"):
+    """The compiled binary of generated CUDA source text (codegen.py), cached on disk like compile_module's but
+    keyed by the text. A compile error quotes the generated lines it names."""
+    nvcc = _need_nvcc(nvcc)
+    key = source_key(source, arch, nvcc, options)
+
+    def write(tmp):
+        path = Path(tmp) / f"{name}.cu"
+        path.write_text(source)
+        return path
+
+    try:
+        return _cached_build(name, arch, key, nvcc, options, output, use_cache, write)
+    except CudaCompileError as e:
+        text = source.splitlines()
+        quoted = [f"  {ln}: {text[ln - 1].strip()}" for _, ln, _, _ in e.diagnostics if 0 < ln <= len(text)]
+        raise CudaCompileError(
+            f"{e}\n(generated source {name}.cu)\n" + "\n".join(quoted[:10]), e.diagnostics
+        ) from None
+
+
+def _need_nvcc(nvcc):
     nvcc = nvcc or find_nvcc()
     if nvcc is None:
         raise RuntimeError(
             "the CUDA backend compiles its kernels with nvcc at first use, and nvcc was not found (PATH, "
             "$CUDA_HOME/bin, /usr/local/cuda/bin, or set PLAST_NVCC)"
         )
-    src = source_path(name)
-    key = module_key(name, arch, nvcc, options)
+    return nvcc
+
+
+def _cached_build(name, arch, key, nvcc, options, output, use_cache, source_file):
+    """The binary from the disk cache, else from nvcc on the file `source_file(tmpdir)` returns (then cached)."""
     cached = cache_dir() / f"{name}-{arch}-{key}.{output}"
     if use_cache and cached.is_file():
         return cached.read_bytes()
     flag = "--cubin" if output == "cubin" else "--ptx"
     arch_flag = f"-arch={arch}" if output == "cubin" else f"-arch={arch.replace('sm_', 'compute_')}"
     with tempfile.TemporaryDirectory(prefix="plast-nvcc-") as tmp:
+        src = source_file(tmp)
         out = Path(tmp) / f"{name}.{output}"
         cmd = [nvcc, flag, arch_flag, *options, "-I", str(KERNEL_DIR), "-o", str(out), str(src)]
         res = subprocess.run(cmd, capture_output=True, text=True)
@@ -226,20 +270,33 @@ def get_module(name):
     """The loaded module kernels/<name>.cu, compiled for this GPU on first use."""
     m = _modules.get(name)
     if m is None:
-        drv, _, a = context()
-        with _lock:
-            m = _modules.get(name)
-            if m is None:
-                try:
-                    binary = compile_module(name, a)
-                except CudaCompileError as e:
-                    # a GPU newer than this nvcc: fall back to PTX for the newest arch it knows, JIT-ed by the driver
-                    if "Unsupported gpu architecture" not in str(e) and "not defined for option" not in str(
-                        e
-                    ):
-                        raise
-                    binary = compile_module(name, "sm_90", output="ptx")
-                m = _modules[name] = Module(name, drv.module_from_buffer(binary))
+        m = _load(name, name, lambda arch, **kw: compile_module(name, arch, **kw))
+    return m
+
+
+def get_source_module(name, source, options=NVCC_OPTIONS):
+    """A module compiled from generated source text (codegen.py), loaded once per text: the key is `name` and
+    a hash of the text, so equal programs share one module."""
+    key = f"{name}:{hashlib.sha256(source.encode()).hexdigest()[:32]}"
+    m = _modules.get(key)
+    if m is None:
+        m = _load(key, name, lambda arch, **kw: compile_source(name, source, arch, options=options, **kw))
+    return m
+
+
+def _load(key, name, build):
+    drv, _, a = context()
+    with _lock:
+        m = _modules.get(key)
+        if m is None:
+            try:
+                binary = build(a)
+            except CudaCompileError as e:
+                # a GPU newer than this nvcc: fall back to PTX for the newest arch it knows, JIT-ed by the driver
+                if "Unsupported gpu architecture" not in str(e) and "not defined for option" not in str(e):
+                    raise
+                binary = build("sm_90", output="ptx")
+            m = _modules[key] = Module(name, drv.module_from_buffer(binary))
     return m
 
 
@@ -247,11 +304,15 @@ def function(module, name):
     return get_module(module).function(name)
 
 
+# The stream kernels launch on: None (the legacy default stream) except while graphs.py records a CUDA graph.
+_stream = None
+
+
 def launch(func, grid, block, params, shared=0, stream=None):
-    """Launch `func` with a packed parameter buffer (abi.Params)."""
+    """Launch `func` with a packed parameter buffer (abi.Params), on `stream` or the current one."""
     grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
     block = tuple(int(b) for b in block) + (1,) * (3 - len(block))
-    func._launch_kernel(grid, block, params.bytes(), int(shared), stream)
+    func._launch_kernel(grid, block, params.bytes(), int(shared), stream if stream is not None else _stream)
 
 
 def build_all(arch_=None):

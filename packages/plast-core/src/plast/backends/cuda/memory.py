@@ -52,9 +52,7 @@ def _pycuda_alloc(nbytes):
 
 
 def _pycuda_memset(address, nbytes):
-    from . import loader
-
-    loader.driver().memset_d8(address, 0, nbytes)
+    memset(address, 0, nbytes)
 
 
 class DeviceArena:
@@ -289,6 +287,7 @@ def from_host(storage, array, byte_offset=0):
             f"from_host: {a.nbytes} bytes at offset {byte_offset} overflow a {storage.nbytes}-byte block"
         )
     if a.nbytes:
+        _not_captured("a host-to-device copy")
         loader.driver().memcpy_htod(storage.address + byte_offset, a)
 
 
@@ -310,13 +309,41 @@ def to_host(storage, shape, dtype, byte_offset=0, out=None):
             raise ValueError(
                 f"to_host: {out.nbytes} bytes at offset {byte_offset} overflow a {storage.nbytes}-byte block"
             )
+        _not_captured("a device-to-host read")
         loader.driver().memcpy_dtoh(out, storage.address + byte_offset)
     return out
 
 
 def copy_device(dst_address, src_address, nbytes):
-    """Device-to-device copy, ordered on the default stream."""
+    """Device-to-device copy, ordered on the default stream (recorded, while a CUDA graph is captured)."""
     from . import loader
 
     if nbytes:
-        loader.driver().memcpy_dtod(dst_address, src_address, nbytes)
+        s = loader._stream
+        if s is None:
+            loader.driver().memcpy_dtod(dst_address, src_address, nbytes)
+        else:
+            loader.driver().memcpy_dtod_async(dst_address, src_address, nbytes, s)
+
+
+def memset(address, value, nbytes):
+    """Set `nbytes` bytes at a device address to `value`, ordered on the default stream (recorded, while a CUDA
+    graph is captured: a replay zeroes an accumulator again)."""
+    from . import loader
+
+    if nbytes:
+        s = loader._stream
+        if s is None:
+            loader.driver().memset_d8(address, value, nbytes)
+        else:
+            loader.driver().memset_d8_async(address, value, nbytes, s)
+
+
+def _not_captured(what):
+    """Host copies run when called, never in a graph's replays: a capture that meets one fails (graphs.py)."""
+    from . import loader
+
+    if loader._stream is not None:
+        from . import graphs
+
+        graphs.forbid(what)
