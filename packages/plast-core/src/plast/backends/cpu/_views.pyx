@@ -13,7 +13,7 @@ cnp.import_array()
 
 cdef extern from "numpy/arrayobject.h":
     object PyArray_NewFromDescr(
-        object subtype, cnp.dtype descr, int nd, cnp.npy_intp *dims, cnp.npy_intp *strides, void *data,
+        type subtype, cnp.dtype descr, int nd, cnp.npy_intp *dims, cnp.npy_intp *strides, void *data,
         int flags, object obj
     )
 
