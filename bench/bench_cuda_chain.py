@@ -19,23 +19,12 @@ import tempfile
 import time
 
 import numpy as np
+from timing import median_time
 
 import plast
 import plast.backends.cuda as cuda
 from plast.backends.cpu import _fused
 from plast.backends.cuda import codegen, loader
-
-
-def median_time(fn, reps, warm=2):
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
-
 
 PROGRAM = _fused.assemble(
     [("load", 0, 0), ("load", 1, 1), ("mul", 2, 0, 1), ("load", 3, 2), ("add", 2, 2, 3)]

@@ -13,24 +13,13 @@ call ends with a host read, so it includes the synchronization. Timings are repo
 
 import argparse
 import json
-import time
 
 import numpy as np
+from timing import median_time
 
 import plast
 import plast.backends.cuda as cuda
 from plast.backends.cuda import harness, kernels
-
-
-def median_time(fn, reps, warm=2):
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def cases(device):

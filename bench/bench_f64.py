@@ -14,29 +14,15 @@ it has one). Microseconds per call, medians of --reps runs.
 
 import argparse
 import json
-import time
 
 import numpy as np
 import torch
+from timing import address as _a
+from timing import median_time as timeit
 
 from plast.backends.cpu import _fast, _runtime
 
 F64 = _fast.F64
-
-
-def _a(x):
-    return x.__array_interface__["data"][0]
-
-
-def timeit(fn, reps, warm=2):
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def _np_softmax(x, out):

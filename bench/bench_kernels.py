@@ -18,29 +18,20 @@ import json
 import math
 import os
 import sys
-import time
 
 import numpy as np
 import torch
+from timing import address as _a
+from timing import median_time
 
 from plast.backends.cpu import _fast, _fused, _kernels, _runtime
 
-U = _fast.UNARY_CODES
-
-
-def _a(x):
-    return x.__array_interface__["data"][0]
-
 
 def timeit(fn, reps, warm=1):
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
+    return median_time(fn, reps, warm)
+
+
+U = _fast.UNARY_CODES
 
 
 def unary(op, x, y):

@@ -7,23 +7,17 @@ the public API, engine included), medians of several runs.
 """
 
 import argparse
-import time
 
 import numpy as np
 import torch
+from timing import median_time
 
 import plast
 
 
 def timeit(fn, reps, warm=2):
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(ts))
+    """Median milliseconds per call."""
+    return 1e3 * median_time(fn, reps, warm)
 
 
 def cases(rng):

@@ -31,6 +31,7 @@ from plast.backends.cuda.abi import Params
 from plast.engine import jit
 from plast.memory.arena import borrow
 from plast.ops.registry import OPS
+from plast.testing import fake_cuda
 
 needs_gpu = pytest.mark.skipif(
     not cuda_backend.is_available(), reason=f"CUDA backend not available: {cuda_backend.unavailable_reason()}"
@@ -38,16 +39,6 @@ needs_gpu = pytest.mark.skipif(
 
 
 # ---- the fake driver -----------------------------------------------------------------------------------------
-
-
-class FakeAllocation:
-    def __init__(self, nbytes):
-        self.nbytes = nbytes
-        self.buf = (ctypes.c_char * max(nbytes, 1))()
-        self.address = ctypes.addressof(self.buf)
-
-    def __int__(self):
-        return self.address
 
 
 class FakeGraphExec:
@@ -115,19 +106,16 @@ class FakeModule:
         return FakeFunction(self.driver, name, self.kernels[name])
 
 
-class FakeDriver:
-    """The part of pycuda.driver plast uses, over host memory, with stream capture and graphs as a PyCUDA that
-    binds them has them. A synchronous (legacy-stream) call while a stream captures fails the test: on a GPU it
-    would invalidate the capture."""
-
-    MemoryError = MemoryError
+class FakeDriver(fake_cuda.FakeDriver):
+    """plast.testing's fake driver with stream capture and graphs, as a PyCUDA that binds them has them. A
+    synchronous (legacy-stream) call while a stream captures fails the test: on a GPU it would invalidate the
+    capture."""
 
     class capture_mode:
         GLOBAL, THREAD_LOCAL, RELAXED = 0, 1, 2
 
     def __init__(self):
-        self.allocations = []
-        self.calls = []
+        super().__init__()
         self.streams = []
         self.modules = {"random": _philox_twins(self), "elementwise": _copy_twins(self)}
         self.Stream = type("Stream", (FakeStream,), {"driver": self})  # a class, as pycuda.driver.Stream
@@ -135,39 +123,7 @@ class FakeDriver:
     def no_capture(self, what):
         assert not any(s.recording is not None for s in self.streams), f"{what} while a stream captures"
 
-    def check(self, address, nbytes):
-        address = int(address)
-        for a in self.allocations:
-            if a.address <= address and address + nbytes <= a.address + a.nbytes:
-                return address
-        raise AssertionError(f"device access [{address:#x}, +{nbytes}) is outside every allocation")
-
-    def mem_alloc(self, nbytes):
-        a = FakeAllocation(int(nbytes))
-        self.allocations.append(a)
-        self.calls.append(("mem_alloc", nbytes))
-        return a
-
-    def memcpy_htod(self, dest, src):
-        self.no_capture("memcpy_htod")
-        src = np.ascontiguousarray(src)
-        ctypes.memmove(self.check(dest, src.nbytes), src.ctypes.data, src.nbytes)
-        self.calls.append(("htod", src.nbytes))
-
-    def memcpy_dtoh(self, dest, src):
-        self.no_capture("memcpy_dtoh")
-        ctypes.memmove(dest.ctypes.data, self.check(src, dest.nbytes), dest.nbytes)
-        self.calls.append(("dtoh", dest.nbytes))
-
-    def memcpy_dtod(self, dest, src, nbytes):
-        self.no_capture("memcpy_dtod")
-        ctypes.memmove(self.check(dest, nbytes), self.check(src, nbytes), nbytes)
-        self.calls.append(("dtod", nbytes))
-
-    def memset_d8(self, dest, value, nbytes):
-        self.no_capture("memset_d8")
-        ctypes.memset(self.check(dest, nbytes), value, nbytes)
-        self.calls.append(("memset", nbytes))
+    sync = no_capture
 
     def _async(self, stream, name, op):
         assert stream is not None, f"{name} without a stream"

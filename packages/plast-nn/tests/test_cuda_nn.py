@@ -12,8 +12,6 @@ Two kinds of test:
 """
 
 import copy
-import ctypes
-import sys
 
 import numpy as np
 import pytest
@@ -24,8 +22,8 @@ import plast.nn as nn
 import plast.nn.functional as F
 import plast.optim as optim
 from plast import _arenas
-from plast.backends.cuda import CudaUnavailableError, loader
-from plast.ops.registry import OPS
+from plast.backends.cuda import CudaUnavailableError
+from plast.testing import fake_cuda as fake_cuda_mod
 
 needs_gpu = pytest.mark.skipif(
     not cuda_backend.is_available(), reason=f"CUDA backend not available: {cuda_backend.unavailable_reason()}"
@@ -37,85 +35,14 @@ def rng():
     return np.random.default_rng(1234)
 
 
-# ---- a fake driver (as in plast-core's tests/test_cuda_wiring.py) --------------------------------------------
-
-
-class FakeAllocation:
-    """Host memory posing as one cuMemAlloc block (int() gives its address, as pycuda's DeviceAllocation)."""
-
-    def __init__(self, nbytes):
-        self.nbytes = nbytes
-        self.buf = (ctypes.c_char * max(nbytes, 1))()
-        self.address = ctypes.addressof(self.buf)
-
-    def __int__(self):
-        return self.address
-
-
-class FakeDriver:
-    """The part of pycuda.driver that plast's arenas and copies call, over host memory. Every access must fall
-    inside one allocation, else AssertionError: an out-of-bounds device copy fails the test."""
-
-    MemoryError = MemoryError
-
-    def __init__(self):
-        self.allocations = []
-
-    def _check(self, address, nbytes):
-        address = int(address)
-        for a in self.allocations:
-            if a.address <= address and address + nbytes <= a.address + a.nbytes:
-                return address
-        raise AssertionError(f"device access [{address:#x}, +{nbytes}) is outside every allocation")
-
-    def mem_alloc(self, nbytes):
-        a = FakeAllocation(int(nbytes))
-        self.allocations.append(a)
-        return a
-
-    def memcpy_htod(self, dest, src):
-        src = np.ascontiguousarray(src)
-        ctypes.memmove(self._check(dest, src.nbytes), src.ctypes.data, src.nbytes)
-
-    def memcpy_dtoh(self, dest, src):
-        assert dest.flags.c_contiguous and dest.flags.writeable
-        ctypes.memmove(dest.ctypes.data, self._check(src, dest.nbytes), dest.nbytes)
-
-    def memcpy_dtod(self, dest, src, nbytes):
-        ctypes.memmove(self._check(dest, nbytes), self._check(src, nbytes), nbytes)
-
-    def memset_d8(self, dest, value, nbytes):
-        ctypes.memset(self._check(dest, nbytes), value, nbytes)
-
-    def module_from_buffer(self, binary):
-        raise RuntimeError("the fake CUDA driver runs no kernels")
+# ---- a fake driver (plast.testing.fake_cuda) ------------------------------------------------------------------
 
 
 @pytest.fixture
 def fake_cuda(monkeypatch):
-    """A "GPU" made of host memory behind plast's CUDA backend; the op table's CUDA column, the CUDA arenas and
-    the scalar cache are restored afterwards."""
-    tensor_mod = sys.modules["plast.tensor"]  # the module (plast.tensor is the factory function)
-
-    drv = FakeDriver()
-    info = {"name": "fake", "compute_capability": (9, 0), "devices": 1, "memory_bytes": 1 << 30}
-    monkeypatch.setattr(cuda_backend, "_probe", (True, "", info))
-    monkeypatch.setattr(loader, "_ctx", (drv, None, "sm_90"))
-    monkeypatch.setattr(loader, "_modules", {})
-    monkeypatch.setattr(loader, "compile_module", lambda *a, **k: b"")  # nvcc is never needed for the fake
-    columns = {name: op.kernels.get("cuda") for name, op in OPS.items()}
-    saved = _arenas._arenas.pop("cuda", None)
-    yield drv
-    _arenas._arenas.pop("cuda", None)
-    if saved is not None:
-        _arenas._arenas["cuda"] = saved
-    for name, k in columns.items():
-        if k is None:
-            OPS[name].kernels.pop("cuda", None)
-        else:
-            OPS[name].kernels["cuda"] = k
-    for key in [k for k, t in tensor_mod._SCALAR_CACHE.items() if t.device.type == "cuda"]:
-        del tensor_mod._SCALAR_CACHE[key]
+    """A "GPU" made of host memory behind plast's CUDA backend (kernels cannot run on it)."""
+    with fake_cuda_mod.installed(monkeypatch) as drv:
+        yield drv
 
 
 @pytest.fixture

@@ -117,38 +117,16 @@ def index_backward(node, inputs, outputs):
         np.add.at(out, key, g)
 
 
-def index_put(node, inputs, outputs):
-    """out = old, with `values` written (or added) at a strided window and index tensors inside it."""
-    vshape, dims_map, base, adv_pos, wrap, accumulate = node.args
-    old, values, idx = inputs[0], inputs[1], inputs[2:]
-    out = np_view(outputs[0])
-    key = _key(len(vshape), vshape, adv_pos, idx, wrap)
-    if out.size:
-        out[...] = np_view(old)
-    if out.size == 0 or values.numel() == 0:
-        return
-    window = strided_window(out, tuple(vshape), dims_map, base)
-    vals = np_view(values)
-    if accumulate:
-        if adv_pos:
-            np.add.at(window, key, vals)
-        else:
-            window += vals
-    else:
-        window[key] = vals
-
-
-def index_put_window(node, inputs, outputs):
-    """index_put with the output in input 0's own memory (an in-place write): only the window is written. The
-    indices are checked before anything is written, so a bad index leaves the tensor as it was."""
+def _put(node, inputs, outputs, copy_old):
+    """Write (or add) `values` at the strided window and index tensors inside it into output 0, after copying
+    input 0's value there when `copy_old`. The indices are checked before anything is written."""
     vshape, dims_map, base, adv_pos, wrap, accumulate = node.args
     values, idx = inputs[1], inputs[2:]
     out = np_view(outputs[0])
-    key = (
-        _put_key(len(vshape), vshape, adv_pos, idx, wrap)
-        if not accumulate
-        else _key(len(vshape), vshape, adv_pos, idx, wrap)
-    )
+    nd = len(vshape)
+    key = _key(nd, vshape, adv_pos, idx, wrap) if accumulate else _put_key(nd, vshape, adv_pos, idx, wrap)
+    if copy_old and out.size:
+        out[...] = np_view(inputs[0])
     if out.size == 0 or values.numel() == 0:
         return
     window = strided_window(out, tuple(vshape), dims_map, base)
@@ -160,6 +138,17 @@ def index_put_window(node, inputs, outputs):
             window += vals
     else:
         window[key] = vals
+
+
+def index_put(node, inputs, outputs):
+    """out = old, with `values` written (or added) at a strided window and index tensors inside it."""
+    _put(node, inputs, outputs, copy_old=True)
+
+
+def index_put_window(node, inputs, outputs):
+    """index_put with the output in input 0's own memory (an in-place write): only the window is written, and a
+    bad index leaves the tensor as it was."""
+    _put(node, inputs, outputs, copy_old=False)
 
 
 def _identity(reduce, dt):
