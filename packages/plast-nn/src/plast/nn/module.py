@@ -575,10 +575,13 @@ class Module:
     def _jit_key(self):
         """What a @plast.jit trace of this module depends on beyond its inputs (a change retraces): the training
         flag and the identity of each parameter's and buffer's memory (``to(dtype)`` or ``.data = ...`` moves it)."""
+        params, buffers = self._parameters, self._buffers
+        if not params and not buffers:  # most modules of a model (activations, dropout, containers)
+            return self.training
         return (
             self.training,
-            tuple((id(p), id(p._storage)) if p is not None else None for p in self._parameters.values()),
-            tuple((id(b), id(b._storage)) if b is not None else None for b in self._buffers.values()),
+            tuple([(id(p), id(p._storage)) if p is not None else None for p in params.values()]),
+            tuple([(id(b), id(b._storage)) if b is not None else None for b in buffers.values()]),
         )
 
     def __call__(self, *args, **kwargs):

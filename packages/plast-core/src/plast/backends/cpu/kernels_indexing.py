@@ -6,6 +6,7 @@ kernels that read them check every index and raise IndexError (naming the index 
 
 import numpy as np
 
+from ...ops.shapes import contiguous_strides
 from .kernels import np_view
 
 
@@ -24,6 +25,17 @@ def strided_window(arr, shape, dims_map, base):
     strides = tuple(sum(c * est[d] for d, c in m) * isz for m in dims_map)
     off = sum(b * est[d] for d, b in enumerate(base))
     return np.lib.stride_tricks.as_strided(arr.reshape(-1)[off:], shape=shape, strides=strides)
+
+
+def _window_view(t, shape, dims_map, base):
+    """strided_window of a contiguous tensor's memory, built through np_view (numpy's C API) rather than
+    as_strided: one K/V cache row per decoded token makes this a per-token cost."""
+    from ...tensor import Tensor
+
+    est = contiguous_strides(t._shape)
+    strides = tuple([sum([c * est[d] for d, c in m]) for m in dims_map])
+    off = t._offset + sum([b * est[d] for d, b in enumerate(base)])
+    return np_view(Tensor._from_storage(t._storage, shape, t.dtype, t.device, strides, off))
 
 
 def strided_scatter(node, inputs, outputs):
@@ -129,7 +141,7 @@ def _put(node, inputs, outputs, copy_old):
         out[...] = np_view(inputs[0])
     if out.size == 0 or values.numel() == 0:
         return
-    window = strided_window(out, tuple(vshape), dims_map, base)
+    window = _window_view(outputs[0], tuple(vshape), dims_map, base)
     vals = np_view(values)
     if accumulate:
         if adv_pos:
