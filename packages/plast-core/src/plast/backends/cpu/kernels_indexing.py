@@ -7,6 +7,7 @@ kernels that read them check every index and raise IndexError (naming the index 
 import numpy as np
 
 from ...ops.shapes import contiguous_strides
+from . import _kernels
 from .kernels import np_view
 
 
@@ -27,15 +28,52 @@ def strided_window(arr, shape, dims_map, base):
     return np.lib.stride_tricks.as_strided(arr.reshape(-1)[off:], shape=shape, strides=strides)
 
 
+def _window_layout(t, dims_map, base):
+    """(strides, offset) of the strided window (dims_map, base) of a contiguous tensor t, in elements."""
+    est = contiguous_strides(t._shape)
+    strides = [sum([c * est[d] for d, c in m]) for m in dims_map]
+    off = t._offset + sum([b * est[d] for d, b in enumerate(base)])
+    return strides, off
+
+
 def _window_view(t, shape, dims_map, base):
     """strided_window of a contiguous tensor's memory, built through np_view (numpy's C API) rather than
     as_strided: one K/V cache row per decoded token makes this a per-token cost."""
     from ...tensor import Tensor
 
-    est = contiguous_strides(t._shape)
-    strides = tuple([sum([c * est[d] for d, c in m]) for m in dims_map])
-    off = t._offset + sum([b * est[d] for d, b in enumerate(base)])
-    return np_view(Tensor._from_storage(t._storage, shape, t.dtype, t.device, strides, off))
+    strides, off = _window_layout(t, dims_map, base)
+    return np_view(Tensor._from_storage(t._storage, shape, t.dtype, t.device, tuple(strides), off))
+
+
+def _copy_into_window(t, values, shape, dims_map, base, key):
+    """``window[key] = values`` with the C strided copy when `key` is basic (slices over whole dims, one-element
+    slices and ints: what _put_key makes of a single position) and `values` has t's dtype and broadcasts to the
+    selected region. False (nothing written) otherwise."""
+    from ...tensor import Tensor
+
+    if values.dtype is not t.dtype:
+        return False
+    strides, off = _window_layout(t, dims_map, base)
+    rshape, rstrides = [], []
+    for d, k in enumerate(key):
+        if type(k) is int:
+            off += k * strides[d]
+        elif type(k) is slice and k.step is None and (k.start, k.stop) == (None, None):
+            rshape.append(shape[d])
+            rstrides.append(strides[d])
+        elif type(k) is slice and k.step is None and k.start is not None and k.stop == k.start + 1:
+            off += k.start * strides[d]
+            rshape.append(1)
+            rstrides.append(strides[d])
+        else:
+            return False
+    vshape = values._shape
+    if len(vshape) > len(rshape) or any(
+        v != 1 and v != r for v, r in zip(reversed(vshape), reversed(rshape))
+    ):
+        return False  # numpy's broadcasting rules (leading ones, errors) stay with numpy
+    region = Tensor._from_storage(t._storage, tuple(rshape), t.dtype, t.device, tuple(rstrides), off)
+    return _kernels.copy_same_dtype(values, region)
 
 
 def strided_scatter(node, inputs, outputs):
@@ -140,6 +178,8 @@ def _put(node, inputs, outputs, copy_old):
     if copy_old and out.size:
         out[...] = np_view(inputs[0])
     if out.size == 0 or values.numel() == 0:
+        return
+    if not accumulate and _copy_into_window(outputs[0], values, tuple(vshape), dims_map, base, key):
         return
     window = _window_view(outputs[0], tuple(vshape), dims_map, base)
     vals = np_view(values)
