@@ -424,6 +424,21 @@ RMS_CASES = {
 @pytest.mark.parametrize("case", sorted(RMS_CASES))
 def test_rmsprop_element_update_matches_cpu(rmsprop_shim, rng, dt, case):
     import plast
+    from plast.backends.cpu import _runtime
+
+    # the header copies the rounding of the CPU kernel's FMA paths (AVX2, AVX-512), which are torch's
+    best = [s for s in ("avx512", "avx2") if s in _runtime.simd_available()]
+    if not best:
+        pytest.skip("this CPU has no FMA path to compare with bit for bit")
+    old = _runtime.get_simd()
+    _runtime.set_simd(best[0])
+    try:
+        _rmsprop_element_update(plast, rmsprop_shim, rng, dt, case)
+    finally:
+        _runtime.set_simd(old)
+
+
+def _rmsprop_element_update(plast, rmsprop_shim, rng, dt, case):
 
     has_mom, centered, maximize, hyper = RMS_CASES[case]
     n = 1037  # not a multiple of any vector width: the CPU's masked tail is compared too
