@@ -77,16 +77,17 @@ class Plan:
         self.block_bytes = block_bytes
         self._slots = None
 
-    def slots(self):
-        """[(position, output, byte offset, bytes)] of the planned intermediates (sizes filled on first use)."""
-        return self._slots
-
-    def size_slots(self, order):
+    def slots(self, order):
+        """[(position, output, byte offset, bytes)] of the planned intermediates; sizes are read from `order` the
+        first time (every graph with this plan's fingerprint has the same specs)."""
+        if self._slots is not None:
+            return self._slots
         out = []
         for (i, j), off in self.layout.items():
             shape, dtype = order[i].specs[j]
             out.append((i, j, off, max(1, _numel(shape)) * dtype.itemsize))
         self._slots = out
+        return out
 
 
 def _memory_plan(order, internal, covered, groups):
@@ -220,11 +221,9 @@ def realize(targets):
     if len(order) > 1:
         groups, covered, plan = _plan(order)
         if plan.layout and jit._tape is None:
-            if plan._slots is None:
-                plan.size_slots(order)
             block = _arenas.transient(order[0].device.type).new(plan.block_bytes)
             slots = {}
-            for i, j, off, nbytes in plan.slots():
+            for i, j, off, nbytes in plan.slots(order):
                 slots[(id(order[i]), j)] = _arenas.view_of(block, off, nbytes)
             block = None
     n_groups, n_fused = execute(order, groups, covered, slots, _check_nan)

@@ -1055,32 +1055,7 @@ def adam_update(node, inputs, outputs):
     steps = inputs[base + 4 * n : base + 5 * n]
     vmax = inputs[base + 5 * n : base + 6 * n] if amsgrad else [None] * n
     _need_contiguous([*params, *grads, *m, *v, *(t for t in vmax if t is not None)], "parameters and state")
-    entries = []
-    for i in range(n):
-        h = hyp[hidx[i]]
-        entries.append(
-            (
-                addr(params[i]),
-                addr(grads[i]),
-                addr(m[i]),
-                addr(v[i]),
-                addr(vmax[i]) if vmax[i] is not None else 0,
-                addr(steps[i]),
-                addr(h),
-                params[i].numel(),
-                _f64(grads[i]),
-                _f64(steps[i]),
-                _f64(h),
-                0,
-            )
-        )
-    groups = _multi_tensor(entries, params)
-    for code, tab, chunks, n_chunks, n_t in groups:
-        launch("optim", "opt_step_incr", grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t))
-        p = Params().ptr(tab.address).ptr(chunks.address).i32(1 if amsgrad else 0).i32(1 if decoupled else 0)
-        p.i32(1 if maximize else 0)
-        launch("optim", f"adam_{SUF[code]}", (n_chunks,), (BLOCK,), p)
-    _count_empty_steps(params, steps, {g[0] for g in groups})
+    _counted_update("adam", params, grads, (m, v, vmax), steps, hyp, hidx, (amsgrad, decoupled, maximize))
 
 
 def rmsprop_update(node, inputs, outputs):
@@ -1100,16 +1075,23 @@ def rmsprop_update(node, inputs, outputs):
     _need_contiguous(
         [*params, *grads, *sqs, *(t for t in (*bufs, *gavgs) if t is not None)], "parameters and state"
     )
+    _counted_update(
+        "rmsprop", params, grads, (sqs, bufs, gavgs), steps, hyp, hidx, (has_mom, centered, maximize)
+    )
+
+
+def _counted_update(kernel, params, grads, states, steps, hyp, hidx, flags):
+    """Adam and RMSprop on the device: one table entry per parameter (parameter, gradient, three state slots,
+    0 where a state is absent, step counter, hyperparameter row), the step counters bumped by opt_step_incr,
+    then `kernel` over all chunks with its three flags."""
     entries = []
-    for i in range(n):
+    for i in range(len(params)):
         h = hyp[hidx[i]]
         entries.append(
             (
                 addr(params[i]),
                 addr(grads[i]),
-                addr(sqs[i]),
-                addr(bufs[i]) if bufs[i] is not None else 0,
-                addr(gavgs[i]) if gavgs[i] is not None else 0,
+                *(addr(st[i]) if st[i] is not None else 0 for st in states),
                 addr(steps[i]),
                 addr(h),
                 params[i].numel(),
@@ -1122,9 +1104,10 @@ def rmsprop_update(node, inputs, outputs):
     groups = _multi_tensor(entries, params)
     for code, tab, chunks, n_chunks, n_t in groups:
         launch("optim", "opt_step_incr", grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t))
-        p = Params().ptr(tab.address).ptr(chunks.address).i32(1 if has_mom else 0).i32(1 if centered else 0)
-        p.i32(1 if maximize else 0)
-        launch("optim", f"rmsprop_{SUF[code]}", (n_chunks,), (BLOCK,), p)
+        p = Params().ptr(tab.address).ptr(chunks.address)
+        for f in flags:
+            p.i32(1 if f else 0)
+        launch("optim", f"{kernel}_{SUF[code]}", (n_chunks,), (BLOCK,), p)
     _count_empty_steps(params, steps, {g[0] for g in groups})
 
 
