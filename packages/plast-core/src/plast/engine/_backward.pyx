@@ -8,8 +8,10 @@ engine/autograd.py is the public face (backward, grad, grad modes); the rules th
 from cpython.ref cimport PyObject, Py_REFCNT
 from cpython.weakref cimport PyWeakref_GetObject
 
-from ._graph cimport Node, TensorBase
-from . import autograd_state
+from plast.backends.cpu._kernels cimport copy_run
+from ._graph cimport Node, TensorBase, new_lazy
+from .. import _arenas
+from . import autograd_state, jit
 from .realize import realize
 
 # op-layer functions, bound on first use (the op modules import the engine)
@@ -196,13 +198,14 @@ def run_backward(list roots, list grad_roots, want=None):
     return ps.leaf_grads, order
 
 
-def finish(list order, list grads, retain_graph, create_graph):
-    """Realize the gradients, then every forward value that someone outside the graph still holds (fusion may
-    have left intermediates unmaterialized), then (unless the graph is retained) free the graph's saved tensors."""
+def finish(list order, list grads, retain_graph, create_graph, place=None):
+    """Realize the gradients (into the memory `place` names for some of them, see place_gradients), then every
+    forward value that someone outside the graph still holds (fusion may have left intermediates unmaterialized),
+    then (unless the graph is retained) free the graph's saved tensors."""
     if retain_graph is None:
         retain_graph = create_graph
     if not create_graph:
-        realize(grads)
+        realize(grads, place)
     cdef dict occ = {}
     cdef Node node
     for x in order:
@@ -226,3 +229,53 @@ def finish(list order, list grads, retain_graph, create_graph):
     if not retain_graph:
         for x in order:
             (<Node>x).inputs = None
+
+
+cdef Py_ssize_t _nbytes(TensorBase t):
+    cdef Py_ssize_t n = 1
+    for s in t._shape:
+        n *= <Py_ssize_t>s
+    return n * <Py_ssize_t>t.dtype.itemsize
+
+
+def persistent_copy(TensorBase t):
+    """t's value (t is realized) in fresh persistent memory: gradients and clones outlive transient resets
+    (DESIGN §3)."""
+    if t._storage is None:
+        raise RuntimeError("persistent_copy: the tensor has no value yet (realize it first)")
+    t._storage.check()
+    dev = t.device
+    st = _arenas.persistent(dev.type).new(_nbytes(t))
+    cdef TensorBase out = new_lazy(type(t), t._shape, t.dtype, dev, None, 0)
+    out._storage = st
+    if _nbytes(t):
+        if dev.type == "cpu":
+            copy_run(t, out)  # one dtype, any strides
+        else:  # GPU memory is no host buffer: a device-side copy (plast.ops.device)
+            from ..ops.device import copy_values
+
+            copy_values(out, t)
+    if jit._tape is not None:
+        jit.note_copy(out, t, "persist")
+    return out
+
+
+def place_gradients(list grads):
+    """Persistent memory for the gradients in `grads` that the coming realize will compute, so their kernels
+    write them where ``.grad`` keeps them and no copy follows: {(id(node), output): storage}. Only a plain op's
+    own output qualifies (not a view, not a value some other gradient already took); the others are copied
+    after the realize (persistent_copy)."""
+    cdef dict place = {}
+    cdef TensorBase g
+    cdef Node n
+    for x in grads:
+        g = <TensorBase>x
+        if g._storage is not None or g._node is None:
+            continue
+        n = <Node>g._node
+        if n.op.view or n.done:
+            continue
+        key = (id(n), g._index)
+        if key not in place:
+            place[key] = _arenas.persistent(g.device.type).new(_nbytes(g))
+    return place

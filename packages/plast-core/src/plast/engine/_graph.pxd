@@ -38,3 +38,4 @@ cdef class Node:
 cdef tuple contiguous_strides(tuple shape)
 cdef TensorBase new_lazy(type cls, object shape, object dtype, object device, object node, Py_ssize_t index)
 cpdef add_readers(object holder, object refs)
+cpdef list record(object op, object inputs, object args, object specs, object device)

@@ -169,7 +169,7 @@ cdef inline void _note_reader(object ref, TensorBase t) except *:
     add_readers(holder, (ref,))
 
 
-def record(op, inputs, args, specs, device):
+cpdef list record(object op, object inputs, object args, object specs, object device):
     """Record `op` applied to `inputs` (a tuple of tensors); return its output tensors (unrealized)."""
     cdef Node node = Node.__new__(Node)
     node.op = op
@@ -199,10 +199,11 @@ def record(op, inputs, args, specs, device):
                     if o.dtype.is_floating_point:
                         o.requires_grad = True
                 if op.saves_inputs:
-                    node.versions = tuple(
-                        0 if (<TensorBase>y)._storage is None else (<TensorBase>y)._storage.version
-                        for y in inputs
-                    )
+                    versions = []
+                    for y in inputs:
+                        st = (<TensorBase>y)._storage
+                        versions.append(0 if st is None else st.version)
+                    node.versions = tuple(versions)
                 break
     if op.view:
         # A view's layout is known now (args end with strides, offset), so ops recorded on it before it is

@@ -171,15 +171,19 @@ cdef class _GroupKernel:
         return self.kernel(node, inputs, outputs, self.args)
 
 
-cpdef run_group(object g):
-    """Run a fused group: one kernel for its nodes, writing the root's outputs."""
+cpdef run_group(object g, dict slots):
+    """Run a fused group: one kernel for its nodes, writing the root's outputs (into fresh transient memory or
+    the storage `slots` names for them)."""
     cdef Node root = <Node?>g.nodes[-1]
     cdef list outs = outputs(root)
     arena = _arenas.transient(root.device.type)
     cdef TensorBase o
+    cdef Py_ssize_t j = 0
     for x in outs:
         o = <TensorBase>x
-        o._storage = arena.new(_nbytes(o))
+        st = slots.get((id(root), j)) if slots else None
+        o._storage = st if st is not None else arena.new(_nbytes(o))
+        j += 1
     inputs = g.inputs
     for x in inputs:
         _check((<TensorBase>x)._storage)
@@ -207,7 +211,7 @@ def execute(list order, dict groups, object covered, dict slots, object check_na
         if g is None:
             run_node(node, slots, check_nan)
         else:
-            run_group(g)
+            run_group(g, slots)
             n_groups += 1
             n_fused += len(g.nodes)
     return n_groups, n_fused

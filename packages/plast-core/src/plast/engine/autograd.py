@@ -7,10 +7,9 @@ at one tensor, runs hooks, and writes leaf gradients to persistent memory in one
 
 import contextlib
 
-from .. import _arenas
-from . import autograd_state
+from . import autograd_state, jit
 from ._backward import finish as _finish
-from ._backward import run_backward
+from ._backward import persistent_copy, place_gradients, run_backward
 
 
 @contextlib.contextmanager
@@ -81,22 +80,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None):
 
 def _persistent_copy(t):
     """t's value in fresh persistent memory (grads outlive transient resets, DESIGN §3)."""
-    from ..backends.cpu.kernels import np_view
-    from ..tensor import Tensor
-
-    st = _arenas.persistent(t.device.type).new(t.numel() * t.dtype.itemsize)
-    out = Tensor._from_storage(st, t.shape, t.dtype, t.device)
-    if t.numel():
-        if t.device.type == "cpu":
-            np_view(out)[...] = np_view(t)
-        else:  # GPU memory is no numpy buffer: a device-side copy (plast.ops.device)
-            from ..ops.device import copy_values
-
-            copy_values(out, t)
-    from . import jit
-
-    jit.note_copy(out, t, "persist")
-    return out
+    return persistent_copy(t)
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
@@ -115,13 +99,23 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 continue
             new = g if t.grad is None else add(t.grad, g)
             updates.append((t, new))
-    _finish(order, [g for _, g in updates], retain_graph, create_graph)
-    if not create_graph:
-        for t, g in updates:
-            t.grad = _persistent_copy(g)
-    else:
+    grads = [g for _, g in updates]
+    if create_graph:
+        _finish(order, grads, retain_graph, create_graph)
         for t, g in updates:
             t.grad = g
+        return
+    # Gradients are computed straight into persistent memory where they can be (a jit trace copies them: its
+    # replay keeps the memory it traced).
+    place = place_gradients(grads) if jit._tape is None else None
+    _finish(order, grads, retain_graph, create_graph, place)
+    for t, g in updates:
+        key = (id(g._node), g._index) if place and g._node is not None else None
+        st = place.pop(key, None) if key is not None else None
+        if st is not None and g._storage is st:
+            t.grad = type(g)._from_storage(st, g.shape, g.dtype, g.device)
+        else:
+            t.grad = persistent_copy(g)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):

@@ -210,19 +210,21 @@ def _plan(order):
     return groups, covered, plan
 
 
-def realize(targets):
-    """Compute every tensor in `targets` (and what they need) that has no value yet."""
+def realize(targets, place=None):
+    """Compute every tensor in `targets` (and what they need) that has no value yet. `place` ({(id(node),
+    output): storage}) names memory some outputs must be written to (gradients straight into persistent
+    memory, engine/_backward.place_gradients)."""
     order = schedule(targets)
     if not order:
         return targets
     _STATS["realizes"] += 1
     _STATS["nodes"] += len(order)
-    groups, covered, slots = {}, (), None
+    groups, covered, slots = {}, (), place or None
     if len(order) > 1:
         groups, covered, plan = _plan(order)
         if plan.layout and jit._tape is None:
             block = _arenas.transient(order[0].device.type).new(plan.block_bytes)
-            slots = {}
+            slots = dict(place) if place else {}
             for i, j, off, nbytes in plan.slots(order):
                 slots[(id(order[i]), j)] = _arenas.view_of(block, off, nbytes)
             block = None

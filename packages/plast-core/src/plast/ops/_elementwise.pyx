@@ -1,0 +1,156 @@
+# cython: boundscheck=True, wraparound=True, binding=True
+# NOTE: Python indexing semantics here (negative indices, bounds checks): this is op-layer code, not a kernel.
+"""add, sub, mul, div and neg, compiled: every training step calls them dozens of times (the forward pass, the
+backward rules, the loss), so their argument checks, type promotion and broadcasting read the tensors' C fields
+(engine/_graph.pxd) and end in a C call to ``record``. ops/elementwise.py registers the op rows, binds them here
+with ``bind`` and re-exports these functions; uncommon operands (a Python scalar meeting a tensor of another
+category, tensors of two dtypes) take the general rules of plast.dtypes.
+"""
+
+from plast.engine._graph cimport TensorBase, record
+
+from .. import dtypes as _dtypes
+from ..errors import DeviceMismatchError
+from ._shapes import broadcast_shapes
+
+cdef object ADD = None, SUB = None, MUL = None, DIV = None
+cdef object _scalar_tensor = None
+cdef dict _scalar_cache = None
+cdef object _bool = _dtypes.bool_
+cdef object _f32 = _dtypes.float32
+
+
+def bind(ops):
+    """Take the op rows (ops/elementwise.py registers them)."""
+    global ADD, SUB, MUL, DIV
+    ADD, SUB, MUL, DIV = ops["add"], ops["sub"], ops["mul"], ops["div"]
+
+
+cdef object _constant(object value, object dt, object device):
+    """The shared 0-d constant for a Python scalar (tensor.scalar_tensor, its cache read here first)."""
+    global _scalar_tensor, _scalar_cache
+    if _scalar_cache is None:  # tensor.py imports the op modules: bound on first use
+        from ..tensor import _SCALAR_CACHE, scalar_tensor
+
+        _scalar_tensor, _scalar_cache = scalar_tensor, _SCALAR_CACHE
+    t = _scalar_cache.get((type(value), value, dt.code, device))
+    if t is None:
+        t = _scalar_tensor(value, dt, device)
+    return t
+
+
+cdef inline object _scalar_dtype(object tdt, object v):
+    """torch's promotion of a tensor dtype with a Python scalar (a weak operand) for the common cases; None for
+    the general rule."""
+    cdef type tv = type(v)
+    if tv is float:
+        return tdt if tdt.is_floating_point else None
+    if tv is int:
+        return tdt if tdt is not _bool else None
+    return None
+
+
+cdef object binary(object op, object a, object b, str name):
+    """a <op> b: two tensors, or a tensor and a Python scalar, promoted to one dtype and broadcast."""
+    cdef TensorBase ta, tb
+    cdef bint a_t = isinstance(a, TensorBase), b_t = isinstance(b, TensorBase)
+    if a_t and b_t:
+        ta, tb = <TensorBase>a, <TensorBase>b
+        if ta.device is not tb.device and ta.device != tb.device:
+            raise DeviceMismatchError(f"{name}: inputs are on {ta.device} and {tb.device}; move one with .to() first")
+        dt = ta.dtype
+        if tb.dtype is not dt:
+            dt = _dtypes.result_type((a, b))
+    elif a_t:
+        ta = <TensorBase>a
+        dt = _scalar_dtype(ta.dtype, b)
+        if dt is None:
+            dt = _dtypes.result_type((a,), (b,))
+        tb = <TensorBase>_constant(b, dt, ta.device)
+    elif b_t:
+        tb = <TensorBase>b
+        dt = _scalar_dtype(tb.dtype, a)
+        if dt is None:
+            dt = _dtypes.result_type((b,), (a,))
+        ta = <TensorBase>_constant(a, dt, tb.device)
+    else:
+        raise TypeError(f"{name}: expected at least one tensor, got {type(a).__name__} and {type(b).__name__}")
+    if ta.dtype is not dt:
+        ta = <TensorBase>cast(ta, dt)
+    if tb.dtype is not dt:
+        tb = <TensorBase>cast(tb, dt)
+    shape = ta._shape
+    if shape != tb._shape:
+        shape = broadcast_shapes(shape, tb._shape, op=name)
+    return record(op, (ta, tb), (), [(shape, dt)], ta.device)[0]
+
+
+cdef object _CAST = None
+
+
+cdef object cast(TensorBase x, object dt):
+    global _CAST
+    if _CAST is None:
+        from .movement import CAST
+
+        _CAST = CAST
+    return record(_CAST, (x,), (dt.code,), [(x._shape, dt)], x.device)[0]
+
+
+def add(a, b, *, alpha=1):
+    """a + alpha * b, with broadcasting and type promotion.
+
+    >>> plast.add(plast.tensor([1.0, 2.0]), 1).tolist()
+    [2.0, 3.0]
+    """
+    if alpha != 1:
+        b = binary(MUL, b, alpha, "mul")
+    return binary(ADD, a, b, "add")
+
+
+def sub(a, b, *, alpha=1):
+    """a - alpha * b, with broadcasting and type promotion (two bool tensors raise, as in torch)."""
+    if (
+        isinstance(a, TensorBase)
+        and isinstance(b, TensorBase)
+        and (<TensorBase>a).dtype is _bool
+        and (<TensorBase>b).dtype is _bool
+    ):
+        raise TypeError(
+            "sub: subtracting two bool tensors is not supported (as in torch); use `^` / logical_xor, "
+            "or cast with .int() first"
+        )
+    if alpha != 1:
+        b = binary(MUL, b, alpha, "mul")
+    return binary(SUB, a, b, "sub")
+
+
+def mul(a, b):
+    """a * b, with broadcasting and type promotion."""
+    return binary(MUL, a, b, "mul")
+
+
+def div(a, b):
+    """True division: integer inputs give float32, as in torch."""
+    cdef bint a_t = isinstance(a, TensorBase), b_t = isinstance(b, TensorBase)
+    if (not a_t or not (<TensorBase>a).dtype.is_floating_point) and (
+        not b_t or not (<TensorBase>b).dtype.is_floating_point
+    ):
+        a = cast(<TensorBase>a, _f32) if a_t else float(a)
+        b = cast(<TensorBase>b, _f32) if b_t else float(b)
+    return binary(DIV, a, b, "div")
+
+
+def neg(a):
+    """-a."""
+    return binary(MUL, a, -1, "mul")
+
+
+def rsub(a, b):
+    """b - a (Tensor.__rsub__)."""
+    return sub(b, a)
+
+
+def rdiv(a, b):
+    """b / a (Tensor.__rtruediv__)."""
+    return div(b, a)
