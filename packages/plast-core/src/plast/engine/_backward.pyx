@@ -199,13 +199,12 @@ def run_backward(list roots, list grad_roots, want=None):
 
 
 def finish(list order, list grads, retain_graph, create_graph, place=None):
-    """Realize the gradients (into the memory `place` names for some of them, see place_gradients), then every
-    forward value that someone outside the graph still holds (fusion may have left intermediates unmaterialized),
-    then (unless the graph is retained) free the graph's saved tensors."""
+    """Realize the gradients (into the memory `place` names for some of them, see place_gradients) together with
+    every forward value that someone outside the graph still holds (fusion may leave intermediates
+    unmaterialized, and a loss nobody's backward reads is not computed on the way), then (unless the graph is
+    retained) free the graph's saved tensors."""
     if retain_graph is None:
         retain_graph = create_graph
-    if not create_graph:
-        realize(grads, place)
     cdef dict occ = {}
     cdef Node node
     for x in order:
@@ -225,7 +224,9 @@ def finish(list order, list grads, retain_graph, create_graph, place=None):
             # `obj` is borrowed: every reference counted here is someone else's; graph edges are expected.
             if Py_REFCNT(<object>obj) > <Py_ssize_t>occ.get(id(<object>obj), 0):
                 held.append(<object>obj)
-    realize(held)
+    if not create_graph:
+        held.extend(grads)
+    realize(held, place)
     if not retain_graph:
         for x in order:
             (<Node>x).inputs = None

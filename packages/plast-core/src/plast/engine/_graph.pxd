@@ -32,6 +32,10 @@ cdef class Node:
     cdef public object versions      # storage versions of the inputs when recorded (when backward reads them)
     cdef public bint done            # computed
     cdef public object device
+    # scratch of the scheduler's analysis of one graph (engine/_scheduler.analyze): this node's position in the
+    # order, the index of its first output among all outputs, and which analysis set them
+    cdef Py_ssize_t _pos, _out0
+    cdef unsigned long long _mark
     cdef object __weakref__
 
 

@@ -217,80 +217,129 @@ def execute(list order, dict groups, object covered, dict slots, object check_na
     return n_groups, n_fused
 
 
-def internal_outputs(list order):
-    """(id(node), output index) of every output that fusion may leave unmaterialized: consumed by exactly one
-    node of `order`, held by nothing else, and not read by that consumer's backward."""
-    cdef dict pos = {}
-    cdef Py_ssize_t i = 0
+cdef unsigned long long _epoch = 0
+
+
+cdef inline unsigned long long _mix(unsigned long long h, unsigned long long v) noexcept:
+    # one step of a 64-bit hash over a stream of words (multiply-xorshift)
+    h = (h ^ v) * 0x9E3779B97F4A7C15ULL
+    return h ^ (h >> 31)
+
+
+def analyze(list order):
+    """What the plan cache needs to know about `order` (topological): the set of (id(node), output index) of
+    the outputs fusion may leave unmaterialized, and the graph's structural key.
+
+    An output is *internal* when exactly one node of `order` consumes it, nothing else holds it, and that
+    consumer's backward does not read it. The key hashes ops, arguments, shapes, dtypes, devices, edges and the
+    internal flags, never data; the plan stores the op sequence too, so a hash collision is caught, not run."""
+    global _epoch
+    _epoch += 1
+    cdef unsigned long long ep = _epoch
+    cdef Py_ssize_t i = 0, total = 0, k, j, nout
     cdef Node n, p, c
     cdef TensorBase t
     for x in order:
-        pos[id(x)] = i
+        n = <Node>x
+        n._pos = i
+        n._mark = ep
+        n._out0 = total
+        total += len(n.specs)
         i += 1
-    cdef dict uses = {}
-    cdef dict consumer = {}
+    # per output of the graph: how many reads inside it, and by which node (-1 none yet, -2 several)
+    cdef list uses = [0] * total
+    cdef list consumer = [-1] * total
+    cdef Py_ssize_t cur
     for x in order:
         n = <Node>x
         for y in n.inputs:
             t = <TensorBase>y
-            if t._node is None or t._storage is not None or id(t._node) not in pos:
+            if t._node is None or t._storage is not None or (<Node>t._node)._mark != ep:
                 continue
-            k = (id(t._node), t._index)
-            uses[k] = uses.get(k, 0) + 1
-            prev = consumer.get(k)
-            consumer[k] = n if prev is None or prev is n else False
+            k = (<Node>t._node)._out0 + t._index
+            uses[k] += 1
+            cur = consumer[k]
+            consumer[k] = n._pos if cur == -1 or cur == n._pos else -2
     # NOTE: drop the loop variables' references, or the refcount test below would see them.
     t = None
     y = None
     x = None
     cdef set internal = set()
+    cdef bytearray flag = bytearray(total)
     cdef PyObject *obj
-    for k, cv in consumer.items():
-        if cv is False:
-            continue
-        c = <Node>cv
-        if c.needs_grad and c.op.saves_inputs:
-            continue
-        p = <Node>order[pos[k[0]]]
-        obj = PyWeakref_GetObject(p.outputs[k[1]])
-        if obj == NULL or <object>obj is None:
-            continue
-        # Every reference to the output must come from the consumer's inputs (the C API's count holds no
-        # temporary of ours here: `obj` is borrowed).
-        if Py_REFCNT(<object>obj) != <Py_ssize_t>uses[k]:
-            continue
-        internal.add(k)
-    return internal
-
-
-def fingerprint(list order, set internal):
-    """Structural key of a graph: ops, arguments, shapes, dtypes, devices, edges, and which outputs are internal;
-    never data."""
-    cdef dict pos = {}
-    cdef Py_ssize_t i = 0, j, nout
-    cdef Node n
-    cdef TensorBase t
     for x in order:
-        pos[id(x)] = i
-        i += 1
-    cdef list parts = []
-    cdef list ins
+        p = <Node>x
+        j = 0
+        for ref in p.outputs:
+            k = p._out0 + j
+            cur = consumer[k]
+            j += 1
+            if cur < 0:
+                continue
+            c = <Node>order[cur]
+            if c.needs_grad and c.op.saves_inputs:
+                continue
+            obj = PyWeakref_GetObject(ref)
+            if obj == NULL or <object>obj is None:
+                continue
+            # Every reference to the output must come from the consumer's inputs (the C API's count holds no
+            # temporary of ours here: `obj` is borrowed).
+            if Py_REFCNT(<object>obj) != <Py_ssize_t>uses[k]:
+                continue
+            internal.add((id(p), j - 1))
+            flag[k] = 1
+    x = None
+    c = None
+    cdef unsigned long long h = <unsigned long long>len(order)
     for x in order:
         n = <Node>x
-        ins = []
+        h = _mix(h, <unsigned long long><size_t><PyObject *>n.op)
+        h = _mix(h, <unsigned long long>hash(n.args))
+        for shape, dtype in n.specs:
+            h = _mix(h, <unsigned long long>hash(shape))
+            h = _mix(h, <unsigned long long>dtype.code)
+        dev = n.device
+        h = _mix(h, <unsigned long long>hash(dev.type))
+        h = _mix(h, <unsigned long long>hash(dev.index))
         for y in n.inputs:
             t = <TensorBase>y
-            if t._node is not None and t._storage is None and id(t._node) in pos:
-                ins.append((pos[id(t._node)], t._index))
+            if t._node is not None and t._storage is None and (<Node>t._node)._mark == ep:
+                h = _mix(h, 1)
+                h = _mix(h, <unsigned long long>(<Node>t._node)._pos)
+                h = _mix(h, <unsigned long long>t._index)
             else:
-                ins.append((t._shape, t.dtype.code, t._strides))
+                h = _mix(h, 2)
+                h = _mix(h, <unsigned long long>hash(t._shape))
+                h = _mix(h, <unsigned long long>t.dtype.code)
+                h = _mix(h, <unsigned long long>hash(t._strides))
         nout = len(n.specs)
-        if internal:
-            flags = tuple([(id(n), j) in internal for j in range(nout)])
-        else:
-            flags = nout
-        dev = n.device
-        parts.append(
-            (n.op.name, n.args, tuple([(s, d.code) for s, d in n.specs]), dev.type, dev.index, tuple(ins), flags)
-        )
-    return hash(tuple(parts))
+        for j in range(nout):
+            h = _mix(h, 3 + flag[n._out0 + j])
+    return internal, <long long>h
+
+
+def op_sequence(list order):
+    """The ops of `order`, in order: what a cached plan checks a fingerprint match against."""
+    return tuple([(<Node>x).op for x in order])
+
+
+def chain_inputs(list nodes_in_order):
+    """The chain's external input tensors in the order compile_chain loads them, and its alias pattern: for every
+    external operand read, the index of its tensor in that list (two reads of one tensor share an index)."""
+    cdef set member = set()
+    for n in nodes_in_order:
+        member.add(id(n))
+    cdef list ext = [], pattern = []
+    cdef dict index = {}
+    cdef TensorBase t
+    for n in nodes_in_order:
+        for y in (<Node>n).inputs:
+            t = <TensorBase>y
+            if t._node is not None and t._storage is None and id(t._node) in member:
+                continue
+            k = index.get(id(t))
+            if k is None:
+                k = index[id(t)] = len(ext)
+                ext.append(t)
+            pattern.append(k)
+    return ext, tuple(pattern)

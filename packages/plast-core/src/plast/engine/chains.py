@@ -8,6 +8,7 @@ same program becomes the source of one generated kernel (backends/cuda/codegen.p
 """
 
 from ..backends.cpu import _fused
+from ._scheduler import chain_inputs  # noqa: F401  (compiled; the plan cache reads it from here)
 
 BINARY = {"add", "sub", "mul", "div", "maximum", "minimum"}
 UNARY = {"exp", "log", "log1p", "sqrt", "tanh", "sigmoid", "relu", "abs", "erf", "sign"}
@@ -124,24 +125,6 @@ def compile_chain(nodes_in_order):
         reg_of[id(n)] = dst
     prog.append(("store", 0, reg_of[id(nodes_in_order[-1])]))
     return _fused.assemble(prog), ext
-
-
-def chain_inputs(nodes_in_order):
-    """The chain's external input tensors in the order compile_chain loads them, and its alias pattern: for every
-    external operand read, the index of its tensor in that list (two reads of one tensor share an index)."""
-    member = {id(n) for n in nodes_in_order}
-    ext, index, pattern = [], {}, []
-    for n in nodes_in_order:
-        for t in n.inputs:
-            p = t._node
-            if p is not None and id(p) in member and t._storage is None:
-                continue
-            k = index.get(id(t))
-            if k is None:
-                k = index[id(t)] = len(ext)
-                ext.append(t)
-            pattern.append(k)
-    return ext, tuple(pattern)
 
 
 class _TooBig(Exception):

@@ -9,7 +9,7 @@ import os
 
 from .. import _arenas
 from . import chains, fusion, jit
-from ._scheduler import execute, fingerprint, internal_outputs, schedule
+from ._scheduler import analyze, execute, op_sequence, schedule
 
 
 def _check_nan(node, outs):
@@ -69,12 +69,13 @@ class Plan:
     """What the scheduler decided for one graph shape: fused groups (as (root position, rule)) and the layout of
     the graph's internal intermediates in one transient block ({(position, output): byte offset}, block bytes)."""
 
-    __slots__ = ("groups", "layout", "block_bytes", "_slots")
+    __slots__ = ("groups", "layout", "block_bytes", "ops", "_slots")
 
-    def __init__(self, groups, layout, block_bytes):
+    def __init__(self, groups, layout, block_bytes, ops):
         self.groups = groups
         self.layout = layout
         self.block_bytes = block_bytes
+        self.ops = ops  # the graph's op sequence: a fingerprint match with other ops is a hash collision
         self._slots = None
 
     def slots(self, order):
@@ -142,10 +143,12 @@ def _numel(shape):
 
 def _plan(order):
     """Fused groups and memory layout for `order`, from the plan cache when its fingerprint was seen before."""
-    internal = internal_outputs(order)
+    internal, fp = analyze(order)
     fuse = fusion.enabled()
-    key = (fingerprint(order, internal), fuse) if _cache_enabled() else None
+    key = (fp, fuse) if _cache_enabled() else None
     cached = _PLANS.get(key) if key is not None else None
+    if cached is not None and cached.ops != op_sequence(order):
+        cached = None  # a hash collision: plan this graph afresh (and let it take the slot)
     if cached is not None:
         _STATS["hits"] += 1
         if _DEBUG:
@@ -198,6 +201,7 @@ def _plan(order):
         ],
         layout,
         total,
+        op_sequence(order),
     )
     if key is not None:
         _PLANS[key] = plan
