@@ -343,3 +343,53 @@ def chain_inputs(list nodes_in_order):
                 ext.append(t)
             pattern.append(k)
     return ext, tuple(pattern)
+
+
+# engine/fusion.py and engine/chains.py import this module: bound on first use
+cdef object _Group = None, _chain_rule = None, _chain_kernel = None, _compile_chain = None
+
+
+cdef _bind_fusion():
+    global _Group, _chain_rule, _chain_kernel, _compile_chain
+    from . import chains, fusion
+
+    _Group, _chain_rule, _chain_kernel, _compile_chain = fusion.Group, chains.RULE, chains.kernel, chains.compile_chain
+
+
+CHAIN = 0  # plan entry: (CHAIN, member positions, {alias pattern: program})
+RULE = 1  # plan entry: (RULE, rule, covered positions, root position, ((capture, position, input index), ...))
+
+
+def rebuild_groups(list entries, list order):
+    """A cached plan's fused groups bound to this graph's nodes and tensors: ({id(root): Group}, covered ids).
+
+    NOTE: which external inputs of a chain are one tensor (a shared constant, x used twice) is data the
+    fingerprint does not see, and the chain's program depends on it: programs are kept per alias pattern."""
+    if _Group is None:
+        _bind_fusion()
+    cdef dict groups = {}
+    cdef set covered = set()
+    cdef list nodes
+    for e in entries:
+        if e[0] == CHAIN:
+            nodes = [order[i] for i in e[1]]
+            ext, pattern = chain_inputs(nodes)
+            programs = e[2]
+            program = programs.get(pattern)
+            if program is None:
+                program, ext = _compile_chain(nodes)
+                programs[pattern] = program
+            groups[id(nodes[-1])] = _Group(_chain_rule, nodes, _chain_kernel, ext, (program,))
+        else:
+            rule = e[1]
+            nodes = [order[i] for i in e[2]]
+            root = order[e[3]]
+            caps = {}
+            for name, p, k in e[4]:
+                caps[name] = (<Node>order[p]).inputs[k]
+            kernel, inputs, args = rule.build(caps, root)
+            nodes.append(root)
+            groups[id(root)] = _Group(rule, nodes, kernel, inputs, args)
+        for n in nodes[:-1]:
+            covered.add(id(n))
+    return groups, covered

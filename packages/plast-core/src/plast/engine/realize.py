@@ -9,7 +9,7 @@ import os
 
 from .. import _arenas
 from . import chains, fusion, jit
-from ._scheduler import analyze, execute, op_sequence, schedule
+from ._scheduler import CHAIN, RULE, analyze, execute, op_sequence, rebuild_groups, schedule
 
 
 def _check_nan(node, outs):
@@ -141,6 +141,21 @@ def _numel(shape):
     return n
 
 
+def _plan_entry(g, pos, internal):
+    """How a cached plan remembers fused group `g` (positions in the order, not nodes; _scheduler.rebuild_groups
+    binds them to the next graph with this fingerprint)."""
+    if g.rule is chains.RULE:
+        return (CHAIN, tuple(pos[id(n)] for n in g.nodes), {chains.chain_inputs(g.nodes)[1]: g.args[0]})
+    root = g.nodes[-1]
+    caps, cov = {}, []
+    fusion._match(g.rule.pattern, root, internal, caps, cov)
+    recipe = []
+    for name, t in caps.items():  # where each captured tensor is read: (node position, input index)
+        p, k = next((pos[id(n)], k) for n in g.nodes for k, x in enumerate(n.inputs) if x is t)
+        recipe.append((name, p, k))
+    return (RULE, g.rule, tuple(pos[id(n)] for n in g.nodes[:-1]), pos[id(root)], tuple(recipe))
+
+
 def _plan(order):
     """Fused groups and memory layout for `order`, from the plan cache when its fingerprint was seen before."""
     internal, fp = analyze(order)
@@ -153,27 +168,7 @@ def _plan(order):
         _STATS["hits"] += 1
         if _DEBUG:
             print(f"plast scheduler: plan cache hit ({len(order)} nodes, {len(cached.groups)} fused groups)")
-        groups, covered = {}, set()
-        for root_pos, rule, *rest in cached.groups:
-            root = order[root_pos]
-            if rest:  # an elementwise chain: its member positions, then {alias pattern: program}
-                nodes = [order[i] for i in rule]
-                # NOTE: which external inputs are one tensor (a shared constant, x used twice) is data the
-                # fingerprint does not see, and the program depends on it: programs are kept per alias pattern.
-                ext, pattern = chains.chain_inputs(nodes)
-                programs = rest[1]
-                program = programs.get(pattern)
-                if program is None:
-                    program, ext = chains.compile_chain(nodes)
-                    programs[pattern] = program
-                groups[id(root)] = fusion.Group(chains.RULE, nodes, chains.kernel, ext, (program,))
-                covered.update(id(n) for n in nodes[:-1])
-                continue
-            caps, cov = {}, []
-            fusion._match(rule.pattern, root, internal, caps, cov)
-            kernel, inputs, args = rule.build(caps, root)
-            groups[id(root)] = fusion.Group(rule, cov + [root], kernel, inputs, args)
-            covered.update(id(n) for n in cov)
+        groups, covered = rebuild_groups(cached.groups, order)
         return groups, covered, cached
     if key is not None:
         _STATS["misses"] += 1
@@ -188,17 +183,7 @@ def _plan(order):
     layout, total = _memory_plan(order, internal, covered, groups) if jit._tape is None else ({}, 0)
     pos = {id(n): i for i, n in enumerate(order)}
     plan = Plan(
-        [
-            (pos[rid], g.rule)
-            if g.rule is not chains.RULE
-            else (
-                pos[rid],
-                [pos[id(n)] for n in g.nodes],
-                g.args,
-                {chains.chain_inputs(g.nodes)[1]: g.args[0]},
-            )
-            for rid, g in groups.items()
-        ],
+        [_plan_entry(g, pos, internal) for g in groups.values()],
         layout,
         total,
         op_sequence(order),
