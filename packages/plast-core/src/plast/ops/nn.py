@@ -12,7 +12,7 @@ from .. import dtypes
 from ..backends.cpu import kernels_nn as K
 from ..engine.graph import TensorBase, record
 from ..errors import DeviceMismatchError, DTypeError, ShapeError
-from . import movement
+from . import _linalg, movement
 from . import reduce as R
 from .elementwise import add, div, mul, neg, sub
 from .linalg import matmul
@@ -595,56 +595,9 @@ def _addmm_bw(node, g):
 ADDMM = register("addmm", cpu=K.addmm, backward=_addmm_bw)
 
 
-def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    """beta * input + alpha * (mat1 @ mat2) in one kernel; `input` broadcasts to the product's shape.
-
-    >>> plast.addmm(plast.ones(2), plast.ones(1, 3), plast.ones(3, 2)).tolist()
-    [[4.0, 4.0]]
-    """
-    for name, t in (("input", input), ("mat1", mat1), ("mat2", mat2)):
-        _tensor_check(t, "addmm", name)
-    _same_device("addmm", input, mat1, mat2)
-    if mat1.ndim != 2 or mat2.ndim != 2:
-        raise ShapeError(f"addmm: mat1 and mat2 must be 2-D, got {tuple(mat1.shape)} and {tuple(mat2.shape)}")
-    if mat1.shape[1] != mat2.shape[0]:
-        raise ShapeError(
-            f"addmm: mat1 {tuple(mat1.shape)} and mat2 {tuple(mat2.shape)} cannot be multiplied "
-            f"({mat1.shape[1]} != {mat2.shape[0]})"
-        )
-    shape = (mat1.shape[0], mat2.shape[1])
-    if broadcast_shapes(input.shape, shape, op="addmm") != shape:
-        raise ShapeError(
-            f"addmm: input {tuple(input.shape)} does not broadcast to the product's shape {shape}"
-        )
-    dt = dtypes.promote(dtypes.promote(input.dtype, mat1.dtype), mat2.dtype)
-    ins = tuple(movement.cast(t, dt) for t in (input, mat1, mat2))
-    return record(ADDMM, ins, (beta, alpha), [(shape, dt)], mat1.device)[0]
-
-
-def linear(input, weight, bias=None):
-    """input @ weight.T + bias with torch's layout (weight is [out_features, in_features]); 2-D inputs with a
-    bias run as one addmm kernel.
-
-    >>> plast.linear(plast.ones(4, 3), plast.ones(2, 3), plast.zeros(2)).shape
-    plast.Size([4, 2])
-    """
-    _tensor_check(input, "linear")
-    _tensor_check(weight, "linear", "weight")
-    _same_device("linear", input, weight, bias)
-    if weight.ndim not in (1, 2):
-        raise ShapeError(
-            f"linear: weight must be 1-D or 2-D [out_features, in_features], got {tuple(weight.shape)}"
-        )
-    in_f = weight.shape[-1]
-    if input.ndim == 0 or input.shape[-1] != in_f:
-        raise ShapeError(
-            f"linear: input {tuple(input.shape)} and weight {tuple(weight.shape)} don't fit: the input's last "
-            f"dim must be in_features={in_f}"
-        )
-    if bias is not None and weight.ndim == 2 and input.ndim == 2:
-        return addmm(bias, input, movement.transpose(weight, 0, 1))
-    out = matmul(input, movement.transpose(weight, 0, 1) if weight.ndim == 2 else weight)
-    return out if bias is None else add(out, bias)
+_linalg.bind({"addmm": ADDMM})
+# compiled (ops/_linalg.pyx): every Linear layer calls them each step
+addmm, linear = _linalg.addmm, _linalg.linear
 
 
 # ---- embedding and one_hot ----

@@ -16,7 +16,7 @@ from ..backends.cpu import kernels as cpu
 from ..backends.cpu import kernels_reduce as rk
 from ..engine.graph import record
 from ..errors import DTypeError, ShapeError
-from . import movement
+from . import _reduce, movement
 from .registry import register
 from .shapes import norm_dim, numel
 
@@ -87,51 +87,9 @@ def _sum_bw(node, g):
 
 
 SUM = register("sum", cpu=cpu.sum_, backward=_sum_bw)
-
-
-def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
-    """Sum over `dim` (all dims when None). Integer and bool inputs sum in int64, like torch.
-
-    >>> plast.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(1).tolist()
-    [3.0, 7.0]
-    """
-    dims = _dims(x, dim, "sum")
-    out_dtype = (
-        dtypes.as_dtype(dtype)
-        if dtype is not None
-        else (x.dtype if x.dtype.is_floating_point else dtypes.int64)
-    )
-    if x.dtype is not out_dtype:
-        x = movement.cast(x, out_dtype)
-    shape = _reduced_shape(x.shape, dims, keepdim)
-    return record(SUM, (x,), (dims, keepdim), [(shape, out_dtype)], x.device)[0]
-
-
-def mean(x, dim=None, keepdim=False, *, dtype=None):
-    """Mean over `dim` (all dims when None); needs a floating input or dtype=.
-
-    >>> plast.tensor([1.0, 2.0, 6.0]).mean().item()
-    3.0
-    """
-    if not (x.dtype.is_floating_point or dtype is not None):
-        raise DTypeError(f"mean(): needs a floating point input or dtype=, got {x.dtype}")
-    dims = _dims(x, dim, "mean")
-    n = numel([x.shape[d] for d in dims])
-    from .elementwise import div
-
-    return div(sum(x, dims, keepdim, dtype=dtype), float(n) if n else float("nan"))
-
-
-def sum_to_shape(g, shape):
-    """Sum a broadcast gradient back to `shape` (the engine does this for every op, DESIGN §2.6)."""
-    if tuple(g.shape) == tuple(shape):
-        return g
-    lead = g.ndim - len(shape)
-    dims = tuple(range(lead)) + tuple(
-        lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1
-    )
-    out = sum(g, dims, keepdim=True) if dims else g
-    return movement.reshape(out, tuple(shape))
+_reduce.bind({"sum": SUM})
+# compiled (ops/_reduce.pyx): losses end in a mean, and autograd sums broadcast gradients with sum_to_shape
+sum, mean, sum_to_shape = _reduce.sum, _reduce.mean, _reduce.sum_to_shape  # noqa: A001
 
 
 # ---------------------------------------------------------------- gather/scatter along a dim (private)

@@ -1,0 +1,156 @@
+# cython: boundscheck=True, wraparound=True, binding=True
+# NOTE: Python indexing semantics here (negative indices, bounds checks): this is op-layer code, not a kernel.
+"""matmul, addmm and linear, compiled: every Linear layer runs linear forward and two matmuls (with transposes)
+backward, each step. Their checks, promotion and shape rules read the tensors' C fields and end in a C call to
+``record``. ops/linalg.py and ops/nn.py register the op rows, bind them here and re-export these functions.
+"""
+
+from plast.engine._graph cimport TensorBase, record
+
+from .. import dtypes as _dtypes
+from ..errors import DeviceMismatchError, ShapeError
+from ._movement import cast as _cast
+from ._movement import reshape as _reshape
+from ._movement import transpose as _transpose
+from ._shapes import broadcast_shapes
+
+cdef object MATMUL = None, ADDMM = None, _add = None
+
+
+def bind(ops):
+    """Take the op rows (ops/linalg.py and ops/nn.py register them) and elementwise add."""
+    global MATMUL, ADDMM, _add
+    if "matmul" in ops:
+        MATMUL = ops["matmul"]
+    if "addmm" in ops:
+        ADDMM = ops["addmm"]
+    from ._elementwise import add
+
+    _add = add
+
+
+cdef inline object _promote(object a, object b):
+    return a if a._rank >= b._rank else b
+
+
+cdef inline TensorBase _as(TensorBase t, object dt):
+    return t if t.dtype is dt else <TensorBase>_cast(t, dt)
+
+
+cdef inline TensorBase _tensor(object x, str op, str name):
+    if not isinstance(x, TensorBase):  # every plast.Tensor is one
+        raise TypeError(f"{op}: {name} must be a plast Tensor, got {type(x).__name__}")
+    return <TensorBase>x
+
+
+cdef _same_device(str op, tuple ts):
+    first = None
+    cdef bint same = True
+    for t in ts:
+        if t is None:
+            continue
+        if not isinstance(t, TensorBase):
+            raise TypeError(f"{op}: expected plast Tensors, got {type(t).__name__}")
+        if first is None:
+            first = (<TensorBase>t).device
+        elif (<TensorBase>t).device is not first:
+            same = False
+    if same:
+        return
+    devs = {(<TensorBase>t).device for t in ts if t is not None}
+    if len(devs) > 1:
+        raise DeviceMismatchError(
+            f"{op}: inputs are on different devices ({', '.join(map(str, devs))}); move them with .to() first"
+        )
+
+
+def matmul(a, b):
+    """Matrix product with torch's rules for 1-D and batched operands.
+
+    >>> plast.matmul(plast.ones(2, 3), plast.ones(3)).tolist()
+    [3.0, 3.0]
+    """
+    cdef TensorBase ta = <TensorBase?>a, tb = <TensorBase?>b
+    if ta.device is not tb.device and ta.device != tb.device:
+        raise DeviceMismatchError(f"matmul: inputs are on {ta.device} and {tb.device}")
+    if len(ta._shape) == 0 or len(tb._shape) == 0:
+        raise ShapeError(
+            f"matmul: both arguments need at least 1 dimension, got {tuple(ta._shape)} and {tuple(tb._shape)}"
+        )
+    dt = ta.dtype if ta.dtype is tb.dtype else _promote(ta.dtype, tb.dtype)
+    ta, tb = _as(ta, dt), _as(tb, dt)
+    # 1-D operands become matrices and the added dim is removed afterwards, as in torch
+    cdef bint squeeze_a = len(ta._shape) == 1, squeeze_b = len(tb._shape) == 1
+    if squeeze_a:
+        ta = <TensorBase>_reshape(ta, (1, ta._shape[0]))
+    if squeeze_b:
+        tb = <TensorBase>_reshape(tb, (tb._shape[0], 1))
+    sa, sb = ta._shape, tb._shape
+    if sa[-1] != sb[-2]:
+        raise ShapeError(
+            f"matmul: shapes {tuple(sa)} and {tuple(sb)} cannot be multiplied ({sa[-1]} != {sb[-2]})"
+        )
+    if len(sa) == 2 and len(sb) == 2:
+        batch = ()
+    else:
+        batch = broadcast_shapes(sa[:-2], sb[:-2], op="matmul")
+    shape = batch + (sa[-2], sb[-1])
+    out = record(MATMUL, (ta, tb), (), [(shape, dt)], ta.device)[0]
+    if squeeze_a and squeeze_b:
+        return _reshape(out, batch)
+    if squeeze_a:
+        return _reshape(out, batch + (sb[-1],))
+    if squeeze_b:
+        return _reshape(out, batch + (sa[-2],))
+    return out
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """beta * input + alpha * (mat1 @ mat2) in one kernel; `input` broadcasts to the product's shape.
+
+    >>> plast.addmm(plast.ones(2), plast.ones(1, 3), plast.ones(3, 2)).tolist()
+    [[4.0, 4.0]]
+    """
+    cdef TensorBase ti = _tensor(input, "addmm", "input")
+    cdef TensorBase t1 = _tensor(mat1, "addmm", "mat1")
+    cdef TensorBase t2 = _tensor(mat2, "addmm", "mat2")
+    _same_device("addmm", (ti, t1, t2))
+    s1, s2 = t1._shape, t2._shape
+    if len(s1) != 2 or len(s2) != 2:
+        raise ShapeError(f"addmm: mat1 and mat2 must be 2-D, got {tuple(s1)} and {tuple(s2)}")
+    if s1[1] != s2[0]:
+        raise ShapeError(
+            f"addmm: mat1 {tuple(s1)} and mat2 {tuple(s2)} cannot be multiplied ({s1[1]} != {s2[0]})"
+        )
+    shape = (s1[0], s2[1])
+    if ti._shape != shape and broadcast_shapes(ti._shape, shape, op="addmm") != shape:
+        raise ShapeError(f"addmm: input {tuple(ti._shape)} does not broadcast to the product's shape {shape}")
+    dt = _promote(_promote(ti.dtype, t1.dtype), t2.dtype)
+    return record(ADDMM, (_as(ti, dt), _as(t1, dt), _as(t2, dt)), (beta, alpha), [(shape, dt)], t1.device)[0]
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias with torch's layout (weight is [out_features, in_features]); 2-D inputs with a
+    bias run as one addmm kernel.
+
+    >>> plast.linear(plast.ones(4, 3), plast.ones(2, 3), plast.zeros(2)).shape
+    plast.Size([4, 2])
+    """
+    cdef TensorBase x = _tensor(input, "linear", "input")
+    cdef TensorBase w = _tensor(weight, "linear", "weight")
+    _same_device("linear", (x, w, bias))
+    cdef Py_ssize_t wnd = len(w._shape), xnd = len(x._shape)
+    if wnd != 1 and wnd != 2:
+        raise ShapeError(
+            f"linear: weight must be 1-D or 2-D [out_features, in_features], got {tuple(w._shape)}"
+        )
+    in_f = w._shape[-1]
+    if xnd == 0 or x._shape[-1] != in_f:
+        raise ShapeError(
+            f"linear: input {tuple(x._shape)} and weight {tuple(w._shape)} don't fit: the input's last "
+            f"dim must be in_features={in_f}"
+        )
+    if bias is not None and wnd == 2 and xnd == 2:
+        return addmm(bias, x, _transpose(w, 0, 1))
+    out = matmul(x, _transpose(w, 0, 1) if wnd == 2 else w)
+    return out if bias is None else _add(out, bias)

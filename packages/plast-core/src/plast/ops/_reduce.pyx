@@ -1,0 +1,100 @@
+# cython: boundscheck=True, wraparound=True, binding=True
+# NOTE: Python indexing semantics here (negative indices, bounds checks): this is op-layer code, not a kernel.
+"""sum, mean and sum_to_shape, compiled: losses end in a mean, and the autograd engine sums every broadcast
+gradient back to its input's shape with sum_to_shape. ops/reduce.py registers the op row, binds it here and
+re-exports these functions.
+"""
+
+from plast.engine._graph cimport TensorBase, record
+
+from .. import dtypes as _dtypes
+from ..errors import DTypeError
+from ._elementwise import div as _div
+from ._movement import cast as _cast
+from ._movement import reshape as _reshape
+from ._shapes import norm_dim
+
+cdef object SUM = None
+cdef object _int64 = _dtypes.int64
+
+
+def bind(ops):
+    """Take the op row (ops/reduce.py registers it)."""
+    global SUM
+    SUM = ops["sum"]
+
+
+cdef tuple _dims(TensorBase x, object dim, str op):
+    """Reduced dims as a sorted tuple (all dims for None or an empty sequence). A 0-d tensor accepts dim 0/-1
+    and reduces over nothing."""
+    cdef Py_ssize_t nd = len(x._shape)
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(nd))
+    if isinstance(dim, int):
+        dim = (dim,)
+    dims = tuple(sorted({norm_dim(d, nd, op) for d in dim}))
+    return dims if nd else ()
+
+
+cdef tuple _reduced_shape(object shape, tuple dims, bint keepdim):
+    cdef list out = []
+    cdef Py_ssize_t i = 0
+    for s in shape:
+        if i in dims:
+            if keepdim:
+                out.append(1)
+        else:
+            out.append(s)
+        i += 1
+    return tuple(out)
+
+
+def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    """Sum over `dim` (all dims when None). Integer and bool inputs sum in int64, like torch.
+
+    >>> plast.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(1).tolist()
+    [3.0, 7.0]
+    """
+    cdef TensorBase t = <TensorBase?>x
+    cdef tuple dims = _dims(t, dim, "sum")
+    if dtype is not None:
+        out_dtype = _dtypes.as_dtype(dtype)
+    else:
+        out_dtype = t.dtype if t.dtype.is_floating_point else _int64
+    if t.dtype is not out_dtype:
+        t = <TensorBase>_cast(t, out_dtype)
+    shape = _reduced_shape(t._shape, dims, keepdim)
+    return record(SUM, (t,), (dims, keepdim), [(shape, out_dtype)], t.device)[0]
+
+
+def mean(x, dim=None, keepdim=False, *, dtype=None):
+    """Mean over `dim` (all dims when None); needs a floating input or dtype=.
+
+    >>> plast.tensor([1.0, 2.0, 6.0]).mean().item()
+    3.0
+    """
+    cdef TensorBase t = <TensorBase?>x
+    if not (t.dtype.is_floating_point or dtype is not None):
+        raise DTypeError(f"mean(): needs a floating point input or dtype=, got {t.dtype}")
+    cdef tuple dims = _dims(t, dim, "mean")
+    cdef Py_ssize_t n = 1
+    shape = t._shape
+    for d in dims:
+        n *= <Py_ssize_t>shape[d]
+    return _div(sum(t, dims, keepdim, dtype=dtype), float(n) if n else float("nan"))
+
+
+def sum_to_shape(g, shape):
+    """Sum a broadcast gradient back to `shape` (the engine does this for every op, DESIGN §2.6)."""
+    cdef TensorBase t = <TensorBase?>g
+    gs = t._shape
+    shape = tuple(shape)
+    if gs == shape:
+        return g
+    cdef Py_ssize_t lead = len(gs) - len(shape), i
+    cdef list dims = list(range(lead))
+    for i in range(len(shape)):
+        if shape[i] == 1 and gs[lead + i] != 1:
+            dims.append(lead + i)
+    out = sum(t, tuple(dims), keepdim=True) if dims else g
+    return _reshape(out, shape)
