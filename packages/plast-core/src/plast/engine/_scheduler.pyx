@@ -11,10 +11,26 @@ from cpython.weakref cimport PyWeakref_GetObject
 from cpython.ref cimport PyObject
 
 from ._graph cimport Node, TensorBase, add_readers, new_lazy
-from ..memory.arena cimport Storage
+from ..memory.arena cimport Arena, Storage
 
 from .. import _arenas
 from . import autograd_state, jit
+
+# _arenas' {device type: (persistent, transient)} (mutated in place, never rebound): read here without a call
+cdef dict _ARENAS = _arenas._arenas
+
+
+cdef inline object _transient(object dev_type):
+    pair = _ARENAS.get(dev_type)
+    if pair is None:
+        return _arenas.transient(dev_type)  # made on first use
+    return (<tuple>pair)[1]
+
+
+cdef inline object _alloc(object arena, Py_ssize_t nbytes):
+    if type(arena) is Arena:
+        return (<Arena>arena).alloc(nbytes)
+    return arena.new(nbytes)  # a device arena (backends/cuda/memory.py)
 
 cdef type _Tensor = None
 
@@ -138,11 +154,11 @@ cpdef run_node(Node node, dict slots, object check_nan):
         o._strides = strides
         o._offset = offset
     else:
-        arena = _arenas.transient(dev_type)
+        arena = _transient(dev_type)
         for x in outs:
             o = <TensorBase>x
             st = slots.get((id(node), j)) if slots else None
-            o._storage = st if st is not None else arena.new(_nbytes(o))
+            o._storage = st if st is not None else _alloc(arena, _nbytes(o))
             j += 1
         try:
             kernel(node, node.inputs, outs)
@@ -176,13 +192,13 @@ cpdef run_group(object g, dict slots):
     the storage `slots` names for them)."""
     cdef Node root = <Node?>g.nodes[-1]
     cdef list outs = outputs(root)
-    arena = _arenas.transient(root.device.type)
+    arena = _transient(root.device.type)
     cdef TensorBase o
     cdef Py_ssize_t j = 0
     for x in outs:
         o = <TensorBase>x
         st = slots.get((id(root), j)) if slots else None
-        o._storage = st if st is not None else arena.new(_nbytes(o))
+        o._storage = st if st is not None else _alloc(arena, _nbytes(o))
         j += 1
     inputs = g.inputs
     for x in inputs:

@@ -10,7 +10,8 @@ An in-place op computes the new value out of place from an alias of the old one,
 
 import weakref
 
-from . import autograd_state
+from . import autograd_state, jit
+from ._graph import Node
 from .realize import realize
 
 
@@ -196,8 +197,6 @@ def apply_mutation(op, inputs, args, mutated):
     were recorded but not yet computed are computed first, and their storage versions go up, so autograd
     catches a backward that would read an overwritten value.
     """
-    from .graph import Node
-
     if autograd_state.grad_enabled and any(inputs[i].requires_grad for i in mutated):
         raise RuntimeError(
             f"{op.name}: updates tensors that require grad in place; call it under `with plast.no_grad():`"
@@ -205,11 +204,13 @@ def apply_mutation(op, inputs, args, mutated):
     pending = []
     for i in mutated:
         t = inputs[i]
-        if t._storage is None or t.grad_fn is not None:
+        if t._storage is None or (t._node is not None and t._node.needs_grad):  # not a leaf (t.grad_fn)
             raise RuntimeError(f"{op.name}: input {i} must be a realized leaf tensor (a parameter or state)")
-        pending += _pending_readers(t._storage)
+        if t._storage.readers:
+            pending += _pending_readers(t._storage)
     others = [t for t in inputs if t._storage is None]
-    realize(pending + others)
+    if pending or others:
+        realize(pending + others)
     for t in inputs:
         t._storage.check()
     node = Node(op, tuple(inputs), args, [], inputs[0].device)
@@ -217,8 +218,6 @@ def apply_mutation(op, inputs, args, mutated):
     kernel = op.kernels.get(inputs[0].device.type)
     if kernel is None:
         raise NotImplementedError(f"op {op.name!r} has no {inputs[0].device.type} kernel yet")
-    from . import jit
-
     jit.note_mutation(node)
     kernel(node, node.inputs, [])
     node.done = True

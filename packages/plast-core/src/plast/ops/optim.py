@@ -12,79 +12,16 @@ itself. Only structure (how many parameters, which options are on) is in the op'
 from ..backends.cpu import kernels_optim as K
 from ..engine.autograd import no_grad
 from ..engine.inplace import apply_mutation
-from ..errors import DeviceMismatchError, DTypeError, ShapeError
+from . import _optim_args
 from .registry import register
 
 SGD_UPDATE = register("sgd_update", cpu=K.sgd_update)
 ADAM_UPDATE = register("adam_update", cpu=K.adam_update)
 
 
-def _tensor_list(xs, n, op, name, *, same_shape_as=None):
-    from ..tensor import Tensor
-
-    if isinstance(xs, Tensor) or not isinstance(xs, (list, tuple)):
-        raise TypeError(f"{op}: {name} must be a list of tensors, got {type(xs).__name__}")
-    xs = list(xs)
-    if n is not None and len(xs) != n:
-        raise ValueError(f"{op}: {name} has {len(xs)} tensors but there are {n} parameters")
-    for i, t in enumerate(xs):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{op}: {name}[{i}] must be a tensor, got {type(t).__name__}")
-        if not t.dtype.is_floating_point:
-            raise DTypeError(f"{op}: {name}[{i}] must be floating point, got {t.dtype}")
-        if same_shape_as is not None:
-            ref = same_shape_as[i]
-            if tuple(t.shape) != tuple(ref.shape):
-                raise ShapeError(
-                    f"{op}: {name}[{i}] has shape {tuple(t.shape)} but its parameter has shape {tuple(ref.shape)}"
-                )
-            if name != "grads" and t.dtype != ref.dtype:
-                raise DTypeError(f"{op}: {name}[{i}] is {t.dtype} but its parameter is {ref.dtype}")
-    return xs
-
-
-def _scalar_list(xs, n, op, name):
-    xs = _tensor_list(xs, n, op, name)
-    for i, t in enumerate(xs):
-        if t.numel() != 1:
-            raise ShapeError(f"{op}: {name}[{i}] must hold one number, got shape {tuple(t.shape)}")
-    return xs
-
-
-def _hypers(hyper, n, width, op, fields):
-    """One hyperparameter tensor for all parameters, or one per parameter (usually repeated per group) ->
-    (unique tensors, index of each parameter's tensor)."""
-    from ..tensor import Tensor
-
-    hs = [hyper] * n if isinstance(hyper, Tensor) else _tensor_list(hyper, n, op, "hyper")
-    uniq, index, pos = [], [], {}
-    for h in hs:
-        if not isinstance(h, Tensor) or not h.dtype.is_floating_point:
-            raise DTypeError(f"{op}: hyper must be a floating point tensor [{fields}]")
-        if h.numel() != width:
-            raise ShapeError(f"{op}: hyper must hold {width} numbers [{fields}], got shape {tuple(h.shape)}")
-        k = pos.get(id(h))
-        if k is None:
-            k = pos[id(h)] = len(uniq)
-            uniq.append(h)
-        index.append(k)
-    return uniq, tuple(index)
-
-
-def _check_distinct(params, op):
-    seen = set()
-    for i, p in enumerate(params):
-        key = (id(p._storage), p._offset) if p._storage is not None else id(p)
-        if key in seen:
-            raise ValueError(f"{op}: params[{i}] appears twice; each parameter can be updated once per call")
-        seen.add(key)
-
-
-def _check_devices(op, tensors):
-    dev = tensors[0].device
-    for t in tensors:
-        if t.device != dev:
-            raise DeviceMismatchError(f"{op}: every tensor must be on {dev}, found one on {t.device}")
+# compiled (ops/_optim_args.pyx): every step checks every parameter, gradient and state tensor
+_tensor_list, _scalar_list, _hypers = _optim_args.tensor_list, _optim_args.scalar_list, _optim_args.hypers
+_check_distinct, _check_devices = _optim_args.check_distinct, _optim_args.check_devices
 
 
 def sgd_update_(params, grads, momentum_bufs, hyper, *, fresh=None, nesterov=False, maximize=False):
