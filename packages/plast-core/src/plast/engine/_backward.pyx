@@ -10,6 +10,7 @@ from cpython.weakref cimport PyWeakref_GetObject
 
 from plast.backends.cpu._kernels cimport copy_run
 from ._graph cimport Node, TensorBase, new_lazy
+from ..memory.arena cimport Storage
 from .. import _arenas
 from . import autograd_state, jit
 from .realize import realize
@@ -26,6 +27,27 @@ cdef _bind_ops():
     from ..ops.reduce import sum_to_shape
 
     _cast, _sum_to_shape, _add, _ones_like = cast, sum_to_shape, add, ones_like
+
+
+cdef object _ones(TensorBase r):
+    """The implicit root gradient: ones shaped like `r`, a fresh persistent leaf (filled here for float CPU
+    tensors; creation.ones_like otherwise)."""
+    cdef int code = r.dtype.code
+    if r.device.type != "cpu" or (code != 3 and code != 4):
+        return _ones_like(r)
+    cdef Py_ssize_t n = 1, i
+    for s in r._shape:
+        n *= <Py_ssize_t>s
+    cdef Storage st = <Storage>_arenas.persistent("cpu").new(n * <Py_ssize_t>r.dtype.itemsize)
+    cdef TensorBase g = new_lazy(type(r), r._shape, r.dtype, r.device, None, 0)
+    g._storage = st
+    if code == 3:
+        for i in range(n):
+            (<float *>st.ptr)[i] = 1.0
+    else:
+        for i in range(n):
+            (<double *>st.ptr)[i] = 1.0
+    return g
 
 
 cdef inline Node _producer(TensorBase t):
@@ -137,7 +159,7 @@ def run_backward(list roots, list grad_roots, want=None):
                     f"grad can be implicitly created only for scalar outputs; this output has shape "
                     f"{tuple(r.shape)}: pass gradient= (a tensor of that shape) to backward()"
                 )
-            g = _ones_like(r)
+            g = _ones(r)
         elif tuple(g.shape) != tuple(r.shape):
             from ..errors import ShapeError
 

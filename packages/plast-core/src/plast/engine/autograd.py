@@ -74,8 +74,12 @@ def is_grad_enabled():
 
 def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None):
     """Propagate gradients from `roots` (engine/_backward.pyx). Returns ({id(tensor): [tensor, grad]}, nodes)."""
-    with _grad_mode(create_graph):
+    prev = autograd_state.grad_enabled
+    autograd_state.grad_enabled = create_graph  # backward rules record for double backward only if asked
+    try:
         return run_backward(roots, grad_roots, want)
+    finally:
+        autograd_state.grad_enabled = prev
 
 
 def _persistent_copy(t):
@@ -90,15 +94,16 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     leaf_grads, order = _run_backward(
         list(tensors), list(grad_tensors), retain_graph, create_graph, want=inputs
     )
-    from ..ops.elementwise import add
-
     updates = []
-    with _grad_mode(create_graph):
-        for t, g in leaf_grads.values():
-            if g is None:
-                continue
-            new = g if t.grad is None else add(t.grad, g)
-            updates.append((t, new))
+    for t, g in leaf_grads.values():
+        if g is None:
+            continue
+        if t.grad is not None:  # accumulate
+            from ..ops.elementwise import add
+
+            with _grad_mode(create_graph):
+                g = add(t.grad, g)
+        updates.append((t, g))
     grads = [g for _, g in updates]
     if create_graph:
         _finish(order, grads, retain_graph, create_graph)
