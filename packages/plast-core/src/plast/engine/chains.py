@@ -131,15 +131,16 @@ class _TooBig(Exception):
     pass
 
 
-def kernel(root, inputs, outputs, args):
-    """The group kernel: the chain's program over the output's shape (csrc/elementwise_chain.c on the CPU, a
-    generated kernel on a CUDA device)."""
-    if outputs[0].device.type == "cuda":
-        from ..backends.cuda import codegen
+def _device_kernel(root, inputs, outputs, args):
+    """The chain on a CUDA device: one generated kernel (backends/cuda/codegen.py)."""
+    from ..backends.cuda import codegen
 
-        codegen.run_chain(args[0], outputs[0], inputs)
-    else:
-        _fused.run_program_tensors(args[0], outputs[0], inputs)
+    codegen.run_chain(args[0], outputs[0], inputs)
+
+
+# The group kernel: the chain's program over the output's shape (csrc/elementwise_chain.c on the CPU, compiled
+# with no Python in between; a generated kernel on a CUDA device).
+kernel = _fused.ChainKernel(_device_kernel)
 
 
 def find_chains(order, internal, covered):

@@ -13,6 +13,7 @@ addresses and element strides with `run_program_nd` (the engine's fused groups):
 [1.0, 1.0, 1.0]
 """
 
+cimport cython
 from libc.stdint cimport int32_t, uintptr_t
 from libc.stdlib cimport free, malloc
 
@@ -188,3 +189,21 @@ def run_program(bytes program, inputs, outputs):
         [a.__array_interface__["data"][0] for a in ins], [tuple(s // es for s in a.strides) for a in ins],
         [o.__array_interface__["data"][0] for o in outputs], [tuple(s // es for s in o.strides) for o in outputs],
     )
+
+
+@cython.final
+cdef class ChainKernel:
+    """The elementwise-chain group kernel ``kernel(root, inputs, outputs, args)``: the chain's program (args[0])
+    over the output's shape, here for host memory; `device_kernel` runs it elsewhere (a generated CUDA kernel)."""
+
+    cdef readonly object device_kernel
+
+    def __init__(self, device_kernel):
+        self.device_kernel = device_kernel
+
+    def __call__(self, root, inputs, outputs, args):
+        cdef TensorBase out = <TensorBase?>outputs[0]
+        if out.device.type == "cpu":
+            chain_run(<bytes?>args[0], out, inputs)
+        else:
+            self.device_kernel(root, inputs, outputs, args)

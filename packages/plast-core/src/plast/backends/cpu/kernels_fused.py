@@ -9,13 +9,10 @@ from . import _matmul
 from .kernels import gemm_into, np_view, row_bias
 
 
-def addmm_act(node, inputs, outputs, args):
-    """out = act(a @ b + bias): the GEMM's epilogue adds the bias and applies the activation while the tile is
-    in registers; no intermediate is written."""
+def _addmm_act_numpy(node, inputs, outputs, args):
+    """addmm_act for the layouts and dtypes plast's GEMM does not take."""
     bias, a, b = inputs
     act = args[0] or "none"
-    if _matmul.matmul(outputs[0], a, b, bias, act):
-        return
     out = np_view(outputs[0])
     bv = row_bias(np_view(bias), out.shape[-1])
     if bv is not None:
@@ -25,6 +22,11 @@ def addmm_act(node, inputs, outputs, args):
         out += np_view(bias)
         if act == "relu":
             np.maximum(out, 0, out=out)
+
+
+# out = act(a @ b + bias): the GEMM's epilogue adds the bias and applies the activation while the tile is in
+# registers; no intermediate is written (compiled; numpy fallback)
+addmm_act = _matmul.AddmmActKernel(_addmm_act_numpy)
 
 
 class ArgsNode:

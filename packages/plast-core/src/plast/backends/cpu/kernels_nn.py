@@ -452,12 +452,9 @@ def binary_cross_entropy_with_logits(node, inputs, outputs):
 # ---- addmm, embedding, one_hot, dropout mask ----
 
 
-def addmm(node, inputs, outputs):
+def _addmm_numpy(node, inputs, outputs):
+    """addmm for what plast's GEMM does not take (other betas, layouts, dtypes)."""
     beta, alpha = node.args
-    if beta == 1 and _matmul.matmul(outputs[0], inputs[1], inputs[2], inputs[0], "none", float(alpha)):
-        return
-    if beta == 0 and _matmul.matmul(outputs[0], inputs[1], inputs[2], None, "none", float(alpha)):
-        return
     bias, a, b = (np_view(t) for t in inputs)
     out = np_view(outputs[0])
     if not out.size:
@@ -469,6 +466,9 @@ def addmm(node, inputs, outputs):
     gemm_into(out, a, b, alpha=float(alpha))
     if beta != 0:
         out += bias * beta if beta != 1 else bias
+
+
+addmm = _matmul.AddmmKernel(_addmm_numpy)  # the op table's addmm kernel (compiled; numpy fallback)
 
 
 def _check_ids(ids, n, op, what="index"):
