@@ -283,22 +283,55 @@ def persistent_copy(TensorBase t):
     return out
 
 
+cdef Node _placeable(TensorBase g):
+    """The node whose output memory `g` will be, when g is that output or a view of it with the same bytes in
+    row-major order (a Linear weight's gradient arrives through a transpose's backward, a bias gradient through a
+    reshape); None otherwise."""
+    if g._storage is not None or g._node is None:
+        return None
+    cdef Node n = <Node>g._node
+    if n.done:
+        return None
+    if not n.op.view:
+        return n
+    if g._offset != 0 or not g.is_contiguous():
+        return None
+    cdef TensorBase base = g
+    while n.op.view:
+        base = <TensorBase>n.inputs[0]
+        if base._storage is not None or base._node is None:
+            return None
+        n = <Node>base._node
+        if n.done:
+            return None
+    if base._offset != 0 or _nbytes(base) != _nbytes(g):
+        return None
+    return n
+
+
 def place_gradients(list grads):
     """Persistent memory for the gradients in `grads` that the coming realize will compute, so their kernels
-    write them where ``.grad`` keeps them and no copy follows: {(id(node), output): storage}. Only a plain op's
-    own output qualifies (not a view, not a value some other gradient already took); the others are copied
-    after the realize (persistent_copy)."""
+    write them where ``.grad`` keeps them and no copy follows. Returns ({(id(node), output): storage}, the key of
+    each gradient or None). A gradient qualifies when it is a plain op's output, or a row-major view of one's
+    whole output, and no earlier gradient took that memory; the others are copied after the realize
+    (persistent_copy)."""
     cdef dict place = {}
-    cdef TensorBase g
+    cdef list keys = []
+    cdef TensorBase g, base
     cdef Node n
     for x in grads:
         g = <TensorBase>x
-        if g._storage is not None or g._node is None:
+        n = _placeable(g)
+        if n is None:
+            keys.append(None)
             continue
-        n = <Node>g._node
-        if n.op.view or n.done:
+        base = g
+        while base._node is not n:
+            base = <TensorBase>(<Node>base._node).inputs[0]
+        key = (id(n), base._index)
+        if key in place:
+            keys.append(None)
             continue
-        key = (id(n), g._index)
-        if key not in place:
-            place[key] = _arenas.persistent(g.device.type).new(_nbytes(g))
-    return place
+        place[key] = _arenas.persistent(g.device.type).new(_nbytes(g))
+        keys.append(key)
+    return place, keys

@@ -112,12 +112,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         return
     # Gradients are computed straight into persistent memory where they can be (a jit trace copies them: its
     # replay keeps the memory it traced).
-    place = place_gradients(grads) if jit._tape is None else None
+    place, keys = place_gradients(grads) if jit._tape is None else (None, None)
     _finish(order, grads, retain_graph, create_graph, place)
-    for t, g in updates:
-        key = (id(g._node), g._index) if place and g._node is not None else None
-        st = place.pop(key, None) if key is not None else None
-        if st is not None and g._storage is st:
+    for i, (t, g) in enumerate(updates):
+        st = place.get(keys[i]) if place and keys[i] is not None else None
+        if st is not None and g._storage is st and g._offset == 0 and g.is_contiguous():
             t.grad = type(g)._from_storage(st, g.shape, g.dtype, g.device)
         else:
             t.grad = persistent_copy(g)

@@ -150,7 +150,24 @@ def linear(input, weight, bias=None):
             f"linear: input {tuple(x._shape)} and weight {tuple(w._shape)} don't fit: the input's last "
             f"dim must be in_features={in_f}"
         )
+    if wnd == 2 and xnd > 2:
+        # (*, in) @ W.T as one (rows, in) @ (in, out) product: one GEMM of depth rows in backward for W's
+        # gradient, instead of a batched product summed over the leading dims
+        lead = tuple(x._shape[:-1])
+        out = linear(_reshape(x, (-1, in_f)), w, bias)
+        return _reshape(out, lead + (w._shape[0],))
     if bias is not None and wnd == 2 and xnd == 2:
         return addmm(bias, x, _transpose(w, 0, 1))
     out = matmul(x, _transpose(w, 0, 1) if wnd == 2 else w)
     return out if bias is None else _add(out, bias)
+
+
+def weight_grad(a, g, b):
+    """The gradient of b in a @ b (2-D a, b) for upstream gradient g: a.T @ g, computed in b's own layout when b
+    is the transpose of a row-major matrix (a Linear layer's W.T), so the value the engine hands to W (through
+    the transpose's backward) is W-shaped, contiguous memory, and W's gradient needs no copy."""
+    cdef TensorBase tb = <TensorBase?>b
+    st, sh = tb._strides, tb._shape
+    if len(sh) == 2 and sh[0] > 1 and sh[1] > 1 and st[0] == 1 and st[1] == sh[0]:
+        return _transpose(matmul(_transpose(g, 0, 1), a), 0, 1)
+    return matmul(_transpose(a, 0, 1), g)

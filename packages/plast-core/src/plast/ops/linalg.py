@@ -7,7 +7,10 @@ from .registry import register
 
 def _matmul_bw(node, g):
     a, b = node.inputs
-    return matmul(g, movement.transpose(b, -1, -2)), matmul(movement.transpose(a, -1, -2), g)
+    ga = matmul(g, movement.transpose(b, -1, -2))
+    if a.ndim == 2 and b.ndim == 2:
+        return ga, _linalg.weight_grad(a, g, b)
+    return ga, matmul(movement.transpose(a, -1, -2), g)
 
 
 MATMUL = register("matmul", cpu=cpu.matmul_nd, backward=_matmul_bw)

@@ -586,7 +586,7 @@ def _addmm_bw(node, g):
     beta, alpha = node.args
     gbias = g if beta == 1 else mul(g, float(beta))
     ga = matmul(g, movement.transpose(b, 0, 1))
-    gb = matmul(movement.transpose(a, 0, 1), g)
+    gb = _linalg.weight_grad(a, g, b)
     if alpha != 1:
         ga, gb = mul(ga, float(alpha)), mul(gb, float(alpha))
     return gbias, ga, gb
