@@ -5,6 +5,8 @@ from the arenas (DESIGN §3): `_storage` is a Storage (or None while unrealized)
 elements.
 """
 
+import math
+
 import numpy as np
 
 from . import _arenas, dtypes
@@ -312,7 +314,16 @@ _SCALAR_CACHE = {}
 
 def scalar_tensor(value, dtype, device):
     """A 0-d constant in persistent memory, shared by every op that uses the same (value, dtype, device)."""
-    key = (type(value), value, dtype.code, device)
+    # -0.0 == 0.0 (and hashes alike) but is another constant: the sign is part of the key
+    # (ops/_elementwise.pyx reads this cache with the same key)
+    key = (
+        type(value),
+        value,
+        math.copysign(1.0, value) if type(value) is float else 0.0,
+        dtype.code,
+        device.type,
+        device.index,
+    )
     t = _SCALAR_CACHE.get(key)
     if t is None:
         if len(_SCALAR_CACHE) > 4096:

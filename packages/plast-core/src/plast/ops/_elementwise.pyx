@@ -7,6 +7,8 @@ with ``bind`` and re-exports these functions; uncommon operands (a Python scalar
 category, tensors of two dtypes) take the general rules of plast.dtypes.
 """
 
+from libc.math cimport copysign
+
 from plast.engine._graph cimport TensorBase, record
 
 from .. import dtypes as _dtypes
@@ -15,7 +17,6 @@ from ._shapes import broadcast_shapes
 
 cdef object ADD = None, SUB = None, MUL = None, DIV = None
 cdef object _scalar_tensor = None
-cdef dict _scalar_cache = None
 cdef object _bool = _dtypes.bool_
 cdef object _f32 = _dtypes.float32
 
@@ -26,14 +27,20 @@ def bind(ops):
     ADD, SUB, MUL, DIV = ops["add"], ops["sub"], ops["mul"], ops["div"]
 
 
+cdef dict _constants = None
+
+
 cdef object _constant(object value, object dt, object device):
-    """The shared 0-d constant for a Python scalar (tensor.scalar_tensor, its cache read here first)."""
-    global _scalar_tensor, _scalar_cache
-    if _scalar_cache is None:  # tensor.py imports the op modules: bound on first use
+    """The shared 0-d constant for a Python scalar: tensor.scalar_tensor's cache, read here first (its key hashes
+    in C: the device's type and index, not the device object)."""
+    global _scalar_tensor, _constants
+    if _constants is None:  # tensor.py imports the op modules: bound on first use
         from ..tensor import _SCALAR_CACHE, scalar_tensor
 
-        _scalar_tensor, _scalar_cache = scalar_tensor, _SCALAR_CACHE
-    t = _scalar_cache.get((type(value), value, dt.code, device))
+        _scalar_tensor, _constants = scalar_tensor, _SCALAR_CACHE
+    key = (type(value), value, copysign(1.0, value) if type(value) is float else 0.0, dt.code, device.type,
+           device.index)
+    t = _constants.get(key)
     if t is None:
         t = _scalar_tensor(value, dt, device)
     return t
@@ -154,3 +161,15 @@ def rsub(a, b):
 def rdiv(a, b):
     """b / a (Tensor.__rtruediv__)."""
     return div(b, a)
+
+
+cdef tuple _INT_OK = ("abs", "sign", "relu")
+
+
+def unary(op, x):
+    """`op` (a unary row of the op table) applied to x; integer and bool inputs are computed in float32 except
+    for the ops that keep them (abs, sign, relu)."""
+    cdef TensorBase t = <TensorBase?>x
+    if not t.dtype.is_floating_point and op.name not in _INT_OK:
+        t = <TensorBase>cast(t, _f32)
+    return record(op, (t,), (), [(t._shape, t.dtype)], t.device)[0]

@@ -2,6 +2,7 @@
 
 from ..backends.cpu import kernels as cpu
 from ..engine.graph import record
+from ..errors import ShapeError
 from . import _movement
 from .registry import register
 
@@ -62,7 +63,16 @@ cast, contiguous, view, reshape = _movement.cast, _movement.contiguous, _movemen
 expand, permute, transpose = _movement.expand, _movement.permute, _movement.transpose
 
 
-__all__ = ["cast", "contiguous", "clone", "view", "reshape", "expand", "permute", "transpose"]
+def t(x):
+    """The transpose of a matrix (0-d and 1-d tensors are returned as they are), as torch.t."""
+    if x.ndim > 2:
+        raise ShapeError(
+            f"t() expects a tensor with <= 2 dimensions, got shape {tuple(x.shape)}; use transpose()"
+        )
+    return transpose(x, 0, 1) if x.ndim == 2 else x
+
+
+__all__ = ["cast", "contiguous", "clone", "view", "reshape", "expand", "permute", "transpose", "t"]
 
 TENSOR_METHODS = {
     "contiguous": contiguous,
@@ -72,6 +82,7 @@ TENSOR_METHODS = {
     "expand": expand,
     "permute": permute,
     "transpose": transpose,
+    "t": t,
     "T": property(lambda x: permute(x, tuple(range(x.ndim - 1, -1, -1)))),
     "mT": property(lambda x: transpose(x, -2, -1)),
 }

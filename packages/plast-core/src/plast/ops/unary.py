@@ -4,17 +4,11 @@ import math
 
 from ..backends.cpu import kernels as cpu
 from ..engine.graph import record
-from . import movement
+from . import _elementwise
 from .elementwise import add, div, mul, sub
 from .registry import register
 
-
-def _unary(op, x):
-    if not x.dtype.is_floating_point and op.name not in ("abs", "sign", "relu"):
-        from .. import dtypes
-
-        x = movement.cast(x, dtypes.float32)
-    return record(op, (x,), (), [(x.shape, x.dtype)], x.device)[0]
+_unary = _elementwise.unary  # compiled (ops/_elementwise.pyx): dtype rule and record
 
 
 def _out(node):
