@@ -409,3 +409,27 @@ def rebuild_groups(list entries, list order):
         for n in nodes[:-1]:
             covered.add(id(n))
     return groups, covered
+
+
+def planned_slots(list order, list spec, object block, object place):
+    """{(id(node), output): storage}: the plan's intermediates as slices of `block` (spec: Plan.slots, [(position,
+    output, byte offset, bytes)]), plus the storages `place` names."""
+    cdef dict out = dict(place) if place else {}
+    cdef Storage s, parent
+    cdef Py_ssize_t off, nbytes
+    if type(block) is not Storage:  # a device block (backends/cuda/memory.py)
+        for i, j, off, nbytes in spec:
+            out[(id(order[i]), j)] = _arenas.view_of(block, off, nbytes)
+        return out
+    parent = <Storage>block
+    for i, j, off, nbytes in spec:
+        if off < 0 or nbytes < 0 or off + nbytes > parent.nbytes:
+            raise ValueError(f"planned slot [{off}, {off + nbytes}) is outside a {parent.nbytes}-byte block")
+        s = Storage.__new__(Storage)  # memory.arena.view_of, inlined
+        s.ptr = parent.ptr + off
+        s.nbytes = nbytes
+        s.block_bytes = 0
+        s.arena = None
+        s.owner = parent
+        out[(id(order[i]), j)] = s
+    return out

@@ -9,7 +9,7 @@ import os
 
 from .. import _arenas
 from . import chains, fusion, jit
-from ._scheduler import CHAIN, RULE, analyze, execute, op_sequence, rebuild_groups, schedule
+from ._scheduler import CHAIN, RULE, analyze, execute, op_sequence, planned_slots, rebuild_groups, schedule
 
 
 def _check_nan(node, outs):
@@ -213,9 +213,7 @@ def realize(targets, place=None):
         groups, covered, plan = _plan(order)
         if plan.layout and jit._tape is None:
             block = _arenas.transient(order[0].device.type).new(plan.block_bytes)
-            slots = dict(place) if place else {}
-            for i, j, off, nbytes in plan.slots(order):
-                slots[(id(order[i]), j)] = _arenas.view_of(block, off, nbytes)
+            slots = planned_slots(order, plan.slots(order), block, place)
             block = None
     n_groups, n_fused = execute(order, groups, covered, slots, _check_nan)
     if _FIRED is not None and groups:
