@@ -4,9 +4,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if PLAST_HAVE_OPENMP
-#include <omp.h>
-#endif
+
+#include "plast_omp.h"
 
 /* Block sizes: a query block's scores (BQ x BK) and a packed key block stay in L1 for head dims up to 64. */
 #define ATT_BQ 32
@@ -73,6 +72,28 @@ static void *scratch_new(ptrdiff_t elems, size_t esize) {
     return aligned_alloc(64, bytes ? bytes : 64);
 }
 
+/* Thread tid of T's share of the forward tasks (part t % nparts of head t / nparts), with its own scratch. */
+static void fwd_part(int simd, int dtype, const attn_ctx *c, ptrdiff_t need, size_t esize, ptrdiff_t nparts,
+                     ptrdiff_t tasks, int *fail, int tid, int T) {
+    void *scratch = scratch_new(need, esize);
+    if (!scratch) {
+#if PLAST_HAVE_OPENMP
+#pragma omp atomic write
+#endif
+        *fail = 1;
+    }
+    ptrdiff_t lo, hi;
+    plast_omp_range(tasks, tid, T, &lo, &hi);
+    for (ptrdiff_t t = lo; t < hi; t++) {
+        if (!scratch) continue;
+        if (dtype == PLAST_ATTN_F32)
+            PLAST_VEC_DISPATCH(fwd_task_f32, c, t / nparts, t % nparts, nparts, (float *)scratch);
+        else
+            PLAST_VEC_DISPATCH(fwd_task_f64, c, t / nparts, t % nparts, nparts, (double *)scratch);
+    }
+    free(scratch);
+}
+
 int plast_attn_fwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q,
                    plast_attn_op k, plast_attn_op v, plast_attn_op out, plast_attn_op lse) {
     int rc = check_dims(dtype, dims);
@@ -92,31 +113,57 @@ int plast_attn_fwd(int simd, int nthreads, int dtype, const plast_attn_dims *dim
     const size_t esize = dtype == PLAST_ATTN_F32 ? sizeof(float) : sizeof(double);
     const ptrdiff_t need = dtype == PLAST_ATTN_F32 ? fwd_scratch_f32_scalar(&c) : fwd_scratch_f64_scalar(&c);
     int fail = 0;
-    (void)nt;
-#if PLAST_HAVE_OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        void *scratch = scratch_new(need, esize);
-        if (!scratch) {
+    PLAST_PARALLEL(nt, fwd_part, simd, dtype, &c, need, esize, nparts, tasks, &fail);
+    return fail ? PLAST_ATTN_ENOMEM : PLAST_ATTN_OK;
+}
+
+/* Thread tid of T's share of the backward: whole heads, or (split) key blocks, then, once every thread is done
+ * with those, query blocks. */
+static void bwd_part(int simd, int dtype, const attn_ctx *c, ptrdiff_t need, size_t esize, int split, int *fail,
+                     int tid, int T) {
+    const ptrdiff_t BH = c->B * c->H;
+    void *scratch = scratch_new(need, esize);
+    if (!scratch) {
 #if PLAST_HAVE_OPENMP
 #pragma omp atomic write
 #endif
-            fail = 1;
-        }
-#if PLAST_HAVE_OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (ptrdiff_t t = 0; t < tasks; t++) {
+        *fail = 1;
+    }
+    ptrdiff_t lo, hi;
+    if (!split) {
+        plast_omp_range(BH, tid, T, &lo, &hi);
+        for (ptrdiff_t bh = lo; bh < hi; bh++) {
             if (!scratch) continue;
             if (dtype == PLAST_ATTN_F32)
-                PLAST_VEC_DISPATCH(fwd_task_f32, &c, t / nparts, t % nparts, nparts, (float *)scratch);
+                PLAST_VEC_DISPATCH(bwd_head_task_f32, c, bh, (float *)scratch);
             else
-                PLAST_VEC_DISPATCH(fwd_task_f64, &c, t / nparts, t % nparts, nparts, (double *)scratch);
+                PLAST_VEC_DISPATCH(bwd_head_task_f64, c, bh, (double *)scratch);
         }
-        free(scratch);
+    } else {
+        const ptrdiff_t kv_tasks = BH * c->nkb, q_tasks = BH * c->nqb;
+        plast_omp_range(kv_tasks, tid, T, &lo, &hi);
+        for (ptrdiff_t t = lo; t < hi; t++) {
+            if (!scratch) continue;
+            if (dtype == PLAST_ATTN_F32)
+                PLAST_VEC_DISPATCH(bwd_kv_task_f32, c, t / c->nkb, t % c->nkb, (float *)scratch);
+            else
+                PLAST_VEC_DISPATCH(bwd_kv_task_f64, c, t / c->nkb, t % c->nkb, (double *)scratch);
+        }
+#if PLAST_HAVE_OPENMP
+        if (T > 1) {
+#pragma omp barrier
+        }
+#endif
+        plast_omp_range(q_tasks, tid, T, &lo, &hi);
+        for (ptrdiff_t t = lo; t < hi; t++) {
+            if (!scratch) continue;
+            if (dtype == PLAST_ATTN_F32)
+                PLAST_VEC_DISPATCH(bwd_q_task_f32, c, t / c->nqb, t % c->nqb, (float *)scratch);
+            else
+                PLAST_VEC_DISPATCH(bwd_q_task_f64, c, t / c->nqb, t % c->nqb, (double *)scratch);
+        }
     }
-    return fail ? PLAST_ATTN_ENOMEM : PLAST_ATTN_OK;
+    free(scratch);
 }
 
 int plast_attn_bwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q,
@@ -138,53 +185,6 @@ int plast_attn_bwd(int simd, int nthreads, int dtype, const plast_attn_dims *dim
     const size_t esize = dtype == PLAST_ATTN_F32 ? sizeof(float) : sizeof(double);
     const ptrdiff_t need = dtype == PLAST_ATTN_F32 ? bwd_scratch_f32_scalar(&c) : bwd_scratch_f64_scalar(&c);
     int fail = 0;
-    (void)nt;
-#if PLAST_HAVE_OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        void *scratch = scratch_new(need, esize);
-        if (!scratch) {
-#if PLAST_HAVE_OPENMP
-#pragma omp atomic write
-#endif
-            fail = 1;
-        }
-        if (!split) {
-#if PLAST_HAVE_OPENMP
-#pragma omp for schedule(static)
-#endif
-            for (ptrdiff_t bh = 0; bh < BH; bh++) {
-                if (!scratch) continue;
-                if (dtype == PLAST_ATTN_F32)
-                    PLAST_VEC_DISPATCH(bwd_head_task_f32, &c, bh, (float *)scratch);
-                else
-                    PLAST_VEC_DISPATCH(bwd_head_task_f64, &c, bh, (double *)scratch);
-            }
-        } else {
-            const ptrdiff_t kv_tasks = BH * c.nkb, q_tasks = BH * c.nqb;
-#if PLAST_HAVE_OPENMP
-#pragma omp for schedule(static)
-#endif
-            for (ptrdiff_t t = 0; t < kv_tasks; t++) {
-                if (!scratch) continue;
-                if (dtype == PLAST_ATTN_F32)
-                    PLAST_VEC_DISPATCH(bwd_kv_task_f32, &c, t / c.nkb, t % c.nkb, (float *)scratch);
-                else
-                    PLAST_VEC_DISPATCH(bwd_kv_task_f64, &c, t / c.nkb, t % c.nkb, (double *)scratch);
-            }
-#if PLAST_HAVE_OPENMP
-#pragma omp for schedule(static)
-#endif
-            for (ptrdiff_t t = 0; t < q_tasks; t++) {
-                if (!scratch) continue;
-                if (dtype == PLAST_ATTN_F32)
-                    PLAST_VEC_DISPATCH(bwd_q_task_f32, &c, t / c.nqb, t % c.nqb, (float *)scratch);
-                else
-                    PLAST_VEC_DISPATCH(bwd_q_task_f64, &c, t / c.nqb, t % c.nqb, (double *)scratch);
-            }
-        }
-        free(scratch);
-    }
+    PLAST_PARALLEL(nt, bwd_part, simd, dtype, &c, need, esize, split, &fail);
     return fail ? PLAST_ATTN_ENOMEM : PLAST_ATTN_OK;
 }

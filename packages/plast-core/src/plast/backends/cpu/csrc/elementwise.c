@@ -2,9 +2,8 @@
 
 #include <math.h>
 #include <string.h>
-#if PLAST_HAVE_OPENMP
-#include <omp.h>
-#endif
+
+#include "plast_omp.h"
 
 /* ---- scalar definitions of each op, shared by the portable path and the SIMD tails ---- */
 #define S_ADD(x, y) ((x) + (y))
@@ -198,6 +197,36 @@ static ptrdiff_t dtype_size(int dtype) {
 /* Elements per task when splitting a long inner dimension across threads. */
 #define CHUNK 16384
 
+/* A call's merged loop nest (innermost dim last), and its task t: chunk t % chunks_per_row of row
+ * t / chunks_per_row. */
+typedef struct {
+    int simd, op, dtype, nd;
+    const ptrdiff_t *sh, *sa, *sb, *so;
+    ptrdiff_t es, inner, chunks_per_row;
+    const char *a, *b;
+    char *out;
+} bin_job;
+
+static inline void bin_task(const bin_job *j, ptrdiff_t t) {
+    const int nd = j->nd;
+    ptrdiff_t row = t / j->chunks_per_row, c = t % j->chunks_per_row;
+    ptrdiff_t oa = 0, ob = 0, oo = 0, r = row;
+    for (int d = nd - 2; d >= 0; d--) {
+        ptrdiff_t i = r % j->sh[d];
+        r /= j->sh[d];
+        oa += i * j->sa[d];
+        ob += i * j->sb[d];
+        oo += i * j->so[d];
+    }
+    ptrdiff_t start = c * CHUNK;
+    ptrdiff_t len = j->inner - start < CHUNK ? j->inner - start : CHUNK;
+    oa += start * j->sa[nd - 1];
+    ob += start * j->sb[nd - 1];
+    oo += start * j->so[nd - 1];
+    run_inner(j->simd, j->op, j->dtype, j->a + oa * j->es, j->sa[nd - 1], j->b + ob * j->es, j->sb[nd - 1],
+              j->out + oo * j->es, j->so[nd - 1], len);
+}
+
 int plast_binary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape,
                     const char *a, const ptrdiff_t *a_strides, const char *b, const ptrdiff_t *b_strides,
                     char *out, const ptrdiff_t *out_strides) {
@@ -239,25 +268,7 @@ int plast_binary_nd(int simd, int nthreads, int op, int dtype, int ndim, const p
     if (total < 2 * CHUNK || tasks < 2) nt = 1;
     if (nt > tasks) nt = (int)tasks;
 
-#if PLAST_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-#endif
-    for (ptrdiff_t t = 0; t < tasks; t++) {
-        ptrdiff_t row = t / chunks_per_row, c = t % chunks_per_row;
-        ptrdiff_t oa = 0, ob = 0, oo = 0, r = row;
-        for (int d = nd - 2; d >= 0; d--) {
-            ptrdiff_t i = r % sh[d];
-            r /= sh[d];
-            oa += i * sa[d];
-            ob += i * sb[d];
-            oo += i * so[d];
-        }
-        ptrdiff_t start = c * CHUNK;
-        ptrdiff_t len = inner - start < CHUNK ? inner - start : CHUNK;
-        oa += start * sa[nd - 1];
-        ob += start * sb[nd - 1];
-        oo += start * so[nd - 1];
-        run_inner(simd, op, dtype, a + oa * es, sa[nd - 1], b + ob * es, sb[nd - 1], out + oo * es, so[nd - 1], len);
-    }
+    const bin_job j = {simd, op, dtype, nd, sh, sa, sb, so, es, inner, chunks_per_row, a, b, out};
+    PLAST_PARALLEL_FOR(nt, tasks, bin_task, &j);
     return 0;
 }

@@ -1,11 +1,9 @@
 #include "elementwise_chain.h"
 
 #include <string.h>
-#if PLAST_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 #include "elementwise.h"
+#include "plast_omp.h"
 #include "unary.h"
 
 #define TILE_BYTES 2048
@@ -94,6 +92,55 @@ int plast_fused_check(const int32_t *prog, int ninstr, int nin, int nout) {
 TILE_FN(float, f32, plast_binary_contig_f32, UN_F32)
 TILE_FN(double, f64, BIN_F64, UN_F64)
 
+/* A call's merged loop nest: sh (nd dims, innermost last), st (each operand's strides: inputs, then outputs),
+ * and its tasks (tiles of up to cap elements, per_row of them to a row). */
+typedef struct {
+    int simd, dtype, ninstr, nd, nin, nout;
+    const int32_t *prog;
+    const ptrdiff_t *sh;
+    ptrdiff_t (*st)[MAX_NDIM];
+    ptrdiff_t es, cap, inner, per_row, tasks;
+    const char *const *ins;
+    char *const *outs;
+} fx_job;
+
+/* Thread tid of T's share of the tasks. */
+static void fx_part(const fx_job *j, int tid, int T) {
+    const int simd = j->simd, dtype = j->dtype, ninstr = j->ninstr, nd = j->nd, nin = j->nin, nout = j->nout;
+    const int nops = nin + nout;
+    const int32_t *prog = j->prog;
+    const ptrdiff_t *sh = j->sh;
+    ptrdiff_t (*st)[MAX_NDIM] = j->st;
+    const ptrdiff_t es = j->es, cap = j->cap, inner = j->inner, per_row = j->per_row;
+    const char *const *ins = j->ins;
+    char *const *outs = j->outs;
+    /* this thread's registers, 64-byte aligned */
+    _Alignas(64) char regs[PLAST_FX_MAX_REGS * TILE_BYTES];
+    const char *ip[PLAST_FX_MAX_IO];
+    char *op[PLAST_FX_MAX_IO];
+    ptrdiff_t is[PLAST_FX_MAX_IO], os[PLAST_FX_MAX_IO];
+    for (int k = 0; k < nin; k++) is[k] = st[k][nd - 1];
+    for (int k = 0; k < nout; k++) os[k] = st[nin + k][nd - 1];
+    ptrdiff_t lo, hi;
+    plast_omp_range(j->tasks, tid, T, &lo, &hi);
+    for (ptrdiff_t t = lo; t < hi; t++) {
+        ptrdiff_t row = t / per_row, start = (t % per_row) * cap;
+        ptrdiff_t m = inner - start < cap ? inner - start : cap;
+        ptrdiff_t off[2 * PLAST_FX_MAX_IO];
+        for (int k = 0; k < nops; k++) off[k] = start * st[k][nd - 1];
+        ptrdiff_t r = row;
+        for (int d = nd - 2; d >= 0; d--) {
+            ptrdiff_t i = r % sh[d];
+            r /= sh[d];
+            for (int k = 0; k < nops; k++) off[k] += i * st[k][d];
+        }
+        for (int k = 0; k < nin; k++) ip[k] = ins[k] + off[k] * es;
+        for (int k = 0; k < nout; k++) op[k] = outs[k] + off[nin + k] * es;
+        if (dtype == 3) tile_f32(simd, prog, ninstr, m, ip, is, op, os, (float *)regs);
+        else tile_f64(simd, prog, ninstr, m, ip, is, op, os, (double *)regs);
+    }
+}
+
 int plast_fused_run(int simd, int nthreads, int dtype, const int32_t *prog, int ninstr, int ndim,
                     const ptrdiff_t *shape, int nin, const char *const *ins, const ptrdiff_t *in_strides, int nout,
                     char *const *outs, const ptrdiff_t *out_strides) {
@@ -130,36 +177,7 @@ int plast_fused_run(int simd, int nthreads, int dtype, const int32_t *prog, int 
     int nt = nthreads;
     if (outer * inner < 32768 || tasks < 2) nt = 1;
     if (nt > tasks) nt = (int)tasks;
-#if PLAST_HAVE_OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        /* this thread's registers, 64-byte aligned */
-        _Alignas(64) char regs[PLAST_FX_MAX_REGS * TILE_BYTES];
-        const char *ip[PLAST_FX_MAX_IO];
-        char *op[PLAST_FX_MAX_IO];
-        ptrdiff_t is[PLAST_FX_MAX_IO], os[PLAST_FX_MAX_IO];
-        for (int k = 0; k < nin; k++) is[k] = st[k][nd - 1];
-        for (int k = 0; k < nout; k++) os[k] = st[nin + k][nd - 1];
-#if PLAST_HAVE_OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (ptrdiff_t t = 0; t < tasks; t++) {
-            ptrdiff_t row = t / per_row, start = (t % per_row) * cap;
-            ptrdiff_t m = inner - start < cap ? inner - start : cap;
-            ptrdiff_t off[2 * PLAST_FX_MAX_IO];
-            for (int k = 0; k < nops; k++) off[k] = start * st[k][nd - 1];
-            ptrdiff_t r = row;
-            for (int d = nd - 2; d >= 0; d--) {
-                ptrdiff_t i = r % sh[d];
-                r /= sh[d];
-                for (int k = 0; k < nops; k++) off[k] += i * st[k][d];
-            }
-            for (int k = 0; k < nin; k++) ip[k] = ins[k] + off[k] * es;
-            for (int k = 0; k < nout; k++) op[k] = outs[k] + off[nin + k] * es;
-            if (dtype == 3) tile_f32(simd, prog, ninstr, m, ip, is, op, os, (float *)regs);
-            else tile_f64(simd, prog, ninstr, m, ip, is, op, os, (double *)regs);
-        }
-    }
+    const fx_job j = {simd, dtype, ninstr, nd, nin, nout, prog, sh, st, es, cap, inner, per_row, tasks, ins, outs};
+    PLAST_PARALLEL(nt, fx_part, &j);
     return 0;
 }

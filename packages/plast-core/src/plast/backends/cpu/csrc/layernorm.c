@@ -3,9 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if PLAST_HAVE_OPENMP
-#include <omp.h>
-#endif
+
+#include "plast_omp.h"
 
 /* float32 bodies at every level (vec_levels.h), then float64 ones (vec_levels_f64.h) */
 #define PLAST_VEC_BODY "layernorm_simd.h"

@@ -1,9 +1,8 @@
 #include "philox.h"
 
 #include <math.h>
-#if PLAST_HAVE_OPENMP
-#include <omp.h>
-#endif
+
+#include "plast_omp.h"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -34,17 +33,18 @@ static inline double u01_f64(uint32_t hi, uint32_t lo) {
 }
 
 #define BLOCKS_PER_TASK 4096
-#define PARALLEL_FOR(NBLOCKS)                                                                               \
-    ptrdiff_t ntasks = ((NBLOCKS) + BLOCKS_PER_TASK - 1) / BLOCKS_PER_TASK;                                 \
-    int nt = ntasks > 1 ? nthreads : 1; (void)nt;                                                           \
-    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                                \
-    for (ptrdiff_t t = 0; t < ntasks; t++)                                                                  \
-        for (ptrdiff_t b = t * BLOCKS_PER_TASK; b < (NBLOCKS) && b < (t + 1) * BLOCKS_PER_TASK; b++)
+/* Threads for NBLOCKS blocks: tasks of BLOCKS_PER_TASK blocks, all of nthreads once there are two tasks. */
+#define PHILOX_THREADS(NBLOCKS) (((NBLOCKS) + BLOCKS_PER_TASK - 1) / BLOCKS_PER_TASK > 1 ? nthreads : 1)
+/* for (b ...) over thread tid of T's share (whole tasks) of blocks [0, NBLOCKS); the loop body follows. */
+#define PHILOX_BLOCKS(NBLOCKS)                                                                              \
+    ptrdiff_t t0_, t1_;                                                                                     \
+    plast_omp_range(((NBLOCKS) + BLOCKS_PER_TASK - 1) / BLOCKS_PER_TASK, tid, T, &t0_, &t1_);               \
+    for (ptrdiff_t b = t0_ * BLOCKS_PER_TASK; b < (NBLOCKS) && b < t1_ * BLOCKS_PER_TASK; b++)
 
-void plast_philox_uniform_f32(int nthreads, uint64_t seed, uint64_t offset, float *out, ptrdiff_t n, float low,
-                              float high) {
+static void uniform_f32_part(uint64_t seed, uint64_t offset, float *out, ptrdiff_t n, float low, float high, int tid,
+                             int T) {
     float scale = high - low;
-    PARALLEL_FOR((n + 3) / 4) {
+    PHILOX_BLOCKS((n + 3) / 4) {
         uint32_t r[4];
         plast_philox_block(seed, offset + (uint64_t)b, r);
         for (int l = 0; l < 4 && b * 4 + l < n; l++) {
@@ -55,10 +55,15 @@ void plast_philox_uniform_f32(int nthreads, uint64_t seed, uint64_t offset, floa
     }
 }
 
-void plast_philox_uniform_f64(int nthreads, uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double low,
-                              double high) {
+void plast_philox_uniform_f32(int nthreads, uint64_t seed, uint64_t offset, float *out, ptrdiff_t n, float low,
+                              float high) {
+    PLAST_PARALLEL(PHILOX_THREADS((n + 3) / 4), uniform_f32_part, seed, offset, out, n, low, high);
+}
+
+static void uniform_f64_part(uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double low, double high,
+                             int tid, int T) {
     double scale = high - low;
-    PARALLEL_FOR((n + 1) / 2) {
+    PHILOX_BLOCKS((n + 1) / 2) {
         uint32_t r[4];
         plast_philox_block(seed, offset + (uint64_t)b, r);
         for (int l = 0; l < 2 && b * 2 + l < n; l++) {
@@ -68,9 +73,14 @@ void plast_philox_uniform_f64(int nthreads, uint64_t seed, uint64_t offset, doub
     }
 }
 
-void plast_philox_normal_f32(int nthreads, uint64_t seed, uint64_t offset, float *out, ptrdiff_t n, float mean,
-                             float std) {
-    PARALLEL_FOR((n + 1) / 2) {
+void plast_philox_uniform_f64(int nthreads, uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double low,
+                              double high) {
+    PLAST_PARALLEL(PHILOX_THREADS((n + 1) / 2), uniform_f64_part, seed, offset, out, n, low, high);
+}
+
+static void normal_f32_part(uint64_t seed, uint64_t offset, float *out, ptrdiff_t n, float mean, float std, int tid,
+                            int T) {
+    PHILOX_BLOCKS((n + 1) / 2) {
         uint32_t r[4];
         plast_philox_block(seed, offset + (uint64_t)b, r);
         /* u1 in (0, 1] so the log is finite */
@@ -82,9 +92,14 @@ void plast_philox_normal_f32(int nthreads, uint64_t seed, uint64_t offset, float
     }
 }
 
-void plast_philox_normal_f64(int nthreads, uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double mean,
-                             double std) {
-    PARALLEL_FOR((n + 1) / 2) {
+void plast_philox_normal_f32(int nthreads, uint64_t seed, uint64_t offset, float *out, ptrdiff_t n, float mean,
+                             float std) {
+    PLAST_PARALLEL(PHILOX_THREADS((n + 1) / 2), normal_f32_part, seed, offset, out, n, mean, std);
+}
+
+static void normal_f64_part(uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double mean, double std,
+                            int tid, int T) {
+    PHILOX_BLOCKS((n + 1) / 2) {
         uint32_t r[4];
         plast_philox_block(seed, offset + (uint64_t)b, r);
         double u1 = 1.0 - u01_f64(r[0], r[1]); /* (0, 1] */
@@ -95,10 +110,19 @@ void plast_philox_normal_f64(int nthreads, uint64_t seed, uint64_t offset, doubl
     }
 }
 
-void plast_philox_u32(int nthreads, uint64_t seed, uint64_t offset, uint32_t *out, ptrdiff_t n) {
-    PARALLEL_FOR((n + 3) / 4) {
+void plast_philox_normal_f64(int nthreads, uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double mean,
+                             double std) {
+    PLAST_PARALLEL(PHILOX_THREADS((n + 1) / 2), normal_f64_part, seed, offset, out, n, mean, std);
+}
+
+static void u32_part(uint64_t seed, uint64_t offset, uint32_t *out, ptrdiff_t n, int tid, int T) {
+    PHILOX_BLOCKS((n + 3) / 4) {
         uint32_t r[4];
         plast_philox_block(seed, offset + (uint64_t)b, r);
         for (int l = 0; l < 4 && b * 4 + l < n; l++) out[b * 4 + l] = r[l];
     }
+}
+
+void plast_philox_u32(int nthreads, uint64_t seed, uint64_t offset, uint32_t *out, ptrdiff_t n) {
+    PLAST_PARALLEL(PHILOX_THREADS((n + 3) / 4), u32_part, seed, offset, out, n);
 }

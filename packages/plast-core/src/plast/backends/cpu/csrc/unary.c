@@ -2,9 +2,8 @@
 
 #include <math.h>
 #include <string.h>
-#if PLAST_HAVE_OPENMP
-#include <omp.h>
-#endif
+
+#include "plast_omp.h"
 
 /* float32 bodies at every level (vec_levels.h), then the float64 subset (vec_levels_f64.h) */
 #define PLAST_VEC_BODY "unary_simd.h"
@@ -91,6 +90,31 @@ static void run_row(int simd, int op, int dtype, const char *x, ptrdiff_t sx, ch
     }
 }
 
+/* A call's merged loop nest (innermost dim last), and its task t: chunk t % per_row of row t / per_row. */
+typedef struct {
+    int simd, op, dtype, nd;
+    const ptrdiff_t *sh, *sx, *sy;
+    ptrdiff_t es, inner, per_row;
+    const char *x;
+    char *y;
+} un_job;
+
+static inline void un_task(const un_job *j, ptrdiff_t t) {
+    const int nd = j->nd;
+    ptrdiff_t row = t / j->per_row, c = t % j->per_row, ox = 0, oy = 0, r = row;
+    for (int d = nd - 2; d >= 0; d--) {
+        ptrdiff_t i = r % j->sh[d];
+        r /= j->sh[d];
+        ox += i * j->sx[d];
+        oy += i * j->sy[d];
+    }
+    ptrdiff_t start = c * CHUNK;
+    ptrdiff_t len = j->inner - start < CHUNK ? j->inner - start : CHUNK;
+    ox += start * j->sx[nd - 1];
+    oy += start * j->sy[nd - 1];
+    run_row(j->simd, j->op, j->dtype, j->x + ox * j->es, j->sx[nd - 1], j->y + oy * j->es, j->sy[nd - 1], len);
+}
+
 int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape,
                    const char *x, const ptrdiff_t *x_strides, char *y, const ptrdiff_t *y_strides) {
     if (op < 0 || op >= PLAST_UN_COUNT || (dtype != 3 && dtype != 4) || ndim > 16) return -1;
@@ -119,22 +143,7 @@ int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const pt
     int nt = nthreads;
     if (outer * inner < 2 * CHUNK || tasks < 2) nt = 1;
     if (nt > tasks) nt = (int)tasks;
-#if PLAST_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-#endif
-    for (ptrdiff_t t = 0; t < tasks; t++) {
-        ptrdiff_t row = t / per_row, c = t % per_row, ox = 0, oy = 0, r = row;
-        for (int d = nd - 2; d >= 0; d--) {
-            ptrdiff_t i = r % sh[d];
-            r /= sh[d];
-            ox += i * sx[d];
-            oy += i * sy[d];
-        }
-        ptrdiff_t start = c * CHUNK;
-        ptrdiff_t len = inner - start < CHUNK ? inner - start : CHUNK;
-        ox += start * sx[nd - 1];
-        oy += start * sy[nd - 1];
-        run_row(simd, op, dtype, x + ox * es, sx[nd - 1], y + oy * es, sy[nd - 1], len);
-    }
+    const un_job j = {simd, op, dtype, nd, sh, sx, sy, es, inner, per_row, x, y};
+    PLAST_PARALLEL_FOR(nt, tasks, un_task, &j);
     return 0;
 }

@@ -27,6 +27,35 @@ static const VT *KN(row_of)(OP3 x, ptrdiff_t o, ptrdiff_t i, ptrdiff_t k, VT *bu
     return buf;
 }
 
+/* Thread tid of T's share of the rows: their losses (reduction none) or their sum, returned. */
+static double KN(xe_fwd_part)(int simd, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t inner, OP3 x, const int64_t *t64,
+                              const int32_t *t32, const VT *w, int64_t ignore_index, VT eps, int reduction,
+                              double wall, VT *out, int *fail, int tid, int T) {
+    double total = 0.0;
+    VT *buf = NULL;
+    if (x.sn != 1 && !(buf = malloc((size_t)k * sizeof(VT)))) *fail = 1;
+    ptrdiff_t lo, hi;
+    plast_omp_range(rows, tid, T, &lo, &hi);
+    for (ptrdiff_t r = lo; r < hi; r++) {
+        int64_t t = target_at(t64, t32, r);
+        VT loss = 0;
+        if (t != ignore_index && (x.sn == 1 || buf)) {
+            const VT *row = KN(row_of)(x, r / inner, r % inner, k, buf);
+            VT lse = PLAST_VEC_CALL_T(KN(xe_lse), row, k);
+            VT wt = w ? w[t] : (VT)1;
+            loss = -(row[t] - lse) * wt;
+            if (eps != 0) {
+                VT smooth = -(PLAST_VEC_CALL_T(KN(xe_wsum), row, w, k) - lse * (VT)wall);
+                loss = (1 - eps) * loss + eps / (VT)k * smooth;
+            }
+        }
+        if (reduction == PLAST_RED_NONE) out[r] = loss;
+        else total += loss;
+    }
+    free(buf);
+    return total;
+}
+
 int PN(plast_xent_fwd)(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t k, ptrdiff_t inner, OP3 x,
                        const int64_t *t64, const int32_t *t32, const VT *w, int64_t ignore_index, VT eps,
                        int reduction, VT *out, int64_t *bad) {
@@ -39,38 +68,45 @@ int PN(plast_xent_fwd)(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t k, ptr
     double total = 0.0;
     int fail = 0;
     int nt = threads_for(nthreads, rows * k, rows);
-    (void)nt; /* unused without OpenMP */
-#if PLAST_HAVE_OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1) reduction(+ : total)
-#endif
-    {
-        VT *buf = NULL;
-        if (x.sn != 1 && !(buf = malloc((size_t)k * sizeof(VT)))) fail = 1;
-#if PLAST_HAVE_OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (ptrdiff_t r = 0; r < rows; r++) {
-            int64_t t = target_at(t64, t32, r);
-            VT loss = 0;
-            if (t != ignore_index && (x.sn == 1 || buf)) {
-                const VT *row = KN(row_of)(x, r / inner, r % inner, k, buf);
-                VT lse = PLAST_VEC_CALL_T(KN(xe_lse), row, k);
-                VT wt = w ? w[t] : (VT)1;
-                loss = -(row[t] - lse) * wt;
-                if (eps != 0) {
-                    VT smooth = -(PLAST_VEC_CALL_T(KN(xe_wsum), row, w, k) - lse * (VT)wall);
-                    loss = (1 - eps) * loss + eps / (VT)k * smooth;
-                }
-            }
-            if (reduction == PLAST_RED_NONE) out[r] = loss;
-            else total += loss;
-        }
-        free(buf);
-    }
+    PLAST_PARALLEL_SUM(nt, total, KN(xe_fwd_part), simd, rows, k, inner, x, t64, t32, w, ignore_index, eps, reduction,
+                       wall, out, &fail);
     if (fail) return -2;
     if (reduction == PLAST_RED_MEAN) out[0] = (VT)(total / wsum);
     else if (reduction == PLAST_RED_SUM) out[0] = (VT)total;
     return 0;
+}
+
+/* Thread tid of T's share of the rows. */
+static void KN(xe_bw_part)(int simd, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t inner, OP3 x, const int64_t *t64,
+                           const int32_t *t32, const VT *w, int64_t ignore_index, VT eps, int reduction, double wall,
+                           VT dn, const VT *g, OP3 gx, int *fail, int tid, int T) {
+    VT *buf = NULL;
+    int strided = x.sn != 1 || gx.sn != 1;
+    if (strided && !(buf = malloc((size_t)k * 2 * sizeof(VT)))) *fail = 1;
+    ptrdiff_t lo, hi;
+    plast_omp_range(rows, tid, T, &lo, &hi);
+    for (ptrdiff_t r = lo; r < hi; r++) {
+        if (strided && !buf) continue;
+        ptrdiff_t o = r / inner, i = r % inner;
+        int64_t t = target_at(t64, t32, r);
+        VT *gp = gx.p + o * gx.so + i * gx.si;
+        VT *grow = strided ? buf + k : gp;
+        if (t == ignore_index) {
+            memset(grow, 0, (size_t)k * sizeof(VT));
+        } else {
+            const VT *row = KN(row_of)(x, o, i, k, buf);
+            VT lse = PLAST_VEC_CALL_T(KN(xe_lse), row, k);
+            VT wt = w ? w[t] : (VT)1;
+            VT scale = (reduction == PLAST_RED_NONE ? g[r] : g[0]) / dn;
+            /* C_c = (1 - eps) wt [c == t] + eps / k * w_c; gx = scale * (p * sum_c C_c - C) */
+            VT a = (1 - eps) * wt + eps / (VT)k * (VT)wall;
+            PLAST_VEC_DISPATCH_T(KN(xe_grad), row, w, grow, k, lse, scale, a, eps / (VT)k);
+            grow[t] -= scale * (1 - eps) * wt;
+        }
+        if (strided)
+            for (ptrdiff_t c = 0; c < k; c++) gp[c * gx.sn] = grow[c];
+    }
+    free(buf);
 }
 
 int PN(plast_xent_bw)(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t k, ptrdiff_t inner, OP3 x,
@@ -85,39 +121,7 @@ int PN(plast_xent_bw)(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t k, ptrd
     VT dn = reduction == PLAST_RED_MEAN ? (VT)wsum : (VT)1;
     int fail = 0;
     int nt = threads_for(nthreads, rows * k, rows);
-    (void)nt; /* unused without OpenMP */
-#if PLAST_HAVE_OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        VT *buf = NULL;
-        int strided = x.sn != 1 || gx.sn != 1;
-        if (strided && !(buf = malloc((size_t)k * 2 * sizeof(VT)))) fail = 1;
-#if PLAST_HAVE_OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (ptrdiff_t r = 0; r < rows; r++) {
-            if (strided && !buf) continue;
-            ptrdiff_t o = r / inner, i = r % inner;
-            int64_t t = target_at(t64, t32, r);
-            VT *gp = gx.p + o * gx.so + i * gx.si;
-            VT *grow = strided ? buf + k : gp;
-            if (t == ignore_index) {
-                memset(grow, 0, (size_t)k * sizeof(VT));
-            } else {
-                const VT *row = KN(row_of)(x, o, i, k, buf);
-                VT lse = PLAST_VEC_CALL_T(KN(xe_lse), row, k);
-                VT wt = w ? w[t] : (VT)1;
-                VT scale = (reduction == PLAST_RED_NONE ? g[r] : g[0]) / dn;
-                /* C_c = (1 - eps) wt [c == t] + eps / k * w_c; gx = scale * (p * sum_c C_c - C) */
-                VT a = (1 - eps) * wt + eps / (VT)k * (VT)wall;
-                PLAST_VEC_DISPATCH_T(KN(xe_grad), row, w, grow, k, lse, scale, a, eps / (VT)k);
-                grow[t] -= scale * (1 - eps) * wt;
-            }
-            if (strided)
-                for (ptrdiff_t c = 0; c < k; c++) gp[c * gx.sn] = grow[c];
-        }
-        free(buf);
-    }
+    PLAST_PARALLEL(nt, KN(xe_bw_part), simd, rows, k, inner, x, t64, t32, w, ignore_index, eps, reduction, wall, dn, g,
+                   gx, &fail);
     return fail ? -2 : 0;
 }
