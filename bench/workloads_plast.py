@@ -346,28 +346,15 @@ class GenWorkload:
 
 
 def count_recorded(fn):
-    """Run fn() once and return the number of graph nodes it records (calls of plast.engine.graph.record).
-
-    The op modules bind ``record`` at import, so every module holding the function gets the counting wrapper."""
+    """Run fn() once and return the number of graph nodes it records (plast.engine.graph.recorded_count; the op
+    layer is compiled and calls ``record`` in C, so no Python wrapper could count them)."""
     from plast.engine import graph
 
-    original = graph.record
-    n = 0
-
-    def counting(*args, **kwargs):
-        nonlocal n
-        n += 1
-        return original(*args, **kwargs)
-
-    patched = [m for m in list(sys.modules.values()) if getattr(m, "record", None) is original]
-    for m in patched:
-        m.record = counting
-    try:
-        fn()
-    finally:
-        for m in patched:
-            m.record = original
-    return n
+    if not hasattr(graph, "recorded_count"):
+        raise RuntimeError("this plast has no plast.engine.graph.recorded_count")
+    before = graph.recorded_count()
+    fn()
+    return graph.recorded_count() - before
 
 
 def set_threads(n):

@@ -169,8 +169,18 @@ cdef inline void _note_reader(object ref, TensorBase t) except *:
     add_readers(holder, (ref,))
 
 
+cdef unsigned long long _n_recorded = 0
+
+
+def recorded_count():
+    """How many nodes ``record`` has made in this process (bench/: graph nodes per training step)."""
+    return _n_recorded
+
+
 cpdef list record(object op, object inputs, object args, object specs, object device):
     """Record `op` applied to `inputs` (a tuple of tensors); return its output tensors (unrealized)."""
+    global _n_recorded
+    _n_recorded += 1
     cdef Node node = Node.__new__(Node)
     node.op = op
     node.inputs = inputs
