@@ -1,9 +1,15 @@
 # cython: boundscheck=True, wraparound=True
 """Layout helpers for the vectorized kernels in _fast: describe a strided tensor as the 3-d (outer, n, inner)
 array those kernels take, or say that it can't be (the caller then copies or keeps its numpy path). Compiled:
-every reduction, softmax and layer norm call goes through here."""
+every reduction, softmax and layer norm call goes through here. The sum kernel (SumKernel), the op table's most
+called reduction, is here too: layout and call with no Python in between."""
 
-from . import _fast  # noqa: F401  (imported here so a failed build shows up at import, not mid-step)
+cimport cython
+from libc.stdint cimport uintptr_t
+
+from plast.backends.cpu._tensors cimport TensorBase, tensor_ptr
+
+from . import _fast  # (imported here so a failed build shows up at import, not mid-step)
 
 
 cdef bint _merge_c(shape, strides, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *size, Py_ssize_t *stride) except -1:
@@ -54,3 +60,41 @@ def contiguous_block(dims):
         return None
     a, b = dims[0], dims[-1] + 1
     return (a, b) if tuple(dims) == tuple(range(a, b)) else None
+
+
+cdef inline Py_ssize_t _numel(object shape):
+    cdef Py_ssize_t n = 1
+    for s in shape:
+        n *= <Py_ssize_t>s
+    return n
+
+
+@cython.final
+cdef class SumKernel:
+    """The op table's sum kernel ``kernel(node, inputs, outputs)``, node.args = (dims, keepdim): float32/float64
+    over a consecutive block of dims that merges into one stride runs _fast's vectorized reduction straight from
+    the tensors; everything else goes to `fallback` (numpy, backends/cpu/kernels.py)."""
+
+    cdef readonly object fallback
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+
+    def __call__(self, node, inputs, outputs):
+        cdef TensorBase x = <TensorBase?>inputs[0], out = <TensorBase?>outputs[0]
+        cdef int code = x.dtype.code
+        cdef Py_ssize_t a = 0, b = 0
+        dims = node.args[0]
+        if (code == 3 or code == 4) and out.dtype.code == code:
+            if len(x._shape):
+                if not dims:
+                    return self.fallback(node, inputs, outputs)
+                a, b = dims[0], dims[-1] + 1
+                if b - a != len(dims):  # sorted, unique dims (ops/reduce.py): not one consecutive block
+                    return self.fallback(node, inputs, outputs)
+            v = as3d_raw(x._shape, x._strides, a, b)
+            if v is not None and _numel(out._shape) and _numel(x._shape):
+                _fast.reduce3d(_fast.RD_SUM, v[0], v[1], v[2], <uintptr_t>tensor_ptr(x), v[3],
+                               <uintptr_t>tensor_ptr(out), code)
+                return
+        self.fallback(node, inputs, outputs)

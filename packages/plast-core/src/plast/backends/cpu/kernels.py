@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _fast, _gemm, _kernels, _matmul
 from ._views import np_view  # noqa: F401 -- the kernels' numpy view of a tensor (compiled)
-from .fastpath import as3d, contiguous_block
+from .fastpath import SumKernel
 
 
 def address(t):
@@ -66,20 +66,14 @@ def view(node, inputs, outputs):
     return x._storage, strides, x._offset + offset
 
 
-def sum_(node, inputs, outputs):
+def _sum_numpy(node, inputs, outputs):
+    """sum for what the vectorized reduction does not take (other dtypes, dims that do not merge, empty)."""
     dims, keepdim = node.args
     x, out = inputs[0], outputs[0]
-    code = x.dtype.code
-    if code in (_fast.F32, _fast.F64) and out.dtype.code == code:
-        block = contiguous_block(dims) if x.ndim else (0, 0)
-        v = as3d(x, *block) if block else None
-        if v is not None:
-            if out.numel() and x.numel():
-                _fast.reduce3d(_fast.RD_SUM, v[0], v[1], v[2], address(x), v[3], address(out), code)
-            elif out.numel():
-                np_view(out).fill(0)
-            return
     np_view(out)[...] = np.sum(np_view(x), axis=dims, keepdims=keepdim, dtype=out.dtype.np)
+
+
+sum_ = SumKernel(_sum_numpy)  # the op table's sum kernel (compiled: backends/cpu/fastpath.pyx)
 
 
 def _erf(x):
