@@ -150,18 +150,25 @@ def test_backward_computes_the_held_loss_in_the_same_realize():
 def test_plan_cache_hits_rebuild_fused_groups():
     """The second identical step is a plan-cache hit, and its fused groups (rebuilt from positions) compute the
     same values as the first step's."""
+    from plast.engine import fusion
+
+    if not fusion.enabled() or not realize._cache_enabled():
+        pytest.skip("needs fusion and the plan cache (PLAST_FUSION / PLAST_PLAN_CACHE are off)")
     rng = np.random.default_rng(1)
     w = plast.tensor(rng.standard_normal((8, 4)).astype(np.float32), requires_grad=True)
     b = plast.tensor(rng.standard_normal(8).astype(np.float32), requires_grad=True)
     x = plast.tensor(rng.standard_normal((5, 4)).astype(np.float32))
     grads = []
+    hits = []
     for _ in range(2):
         w.grad = b.grad = None
+        hits.append(realize.scheduler_stats()["hits"])
         with realize.watch_fusions() as fired:
             ((plast.linear(x, w, b).relu() * 2.0 + 1.0) ** 2).mean().backward()
         grads.append((w.grad.numpy().copy(), b.grad.numpy().copy(), list(fired)))
         plast.reset_transient_arenas()
     assert grads[0][2] == grads[1][2] and grads[0][2]
+    assert realize.scheduler_stats()["hits"] > hits[1]  # the second step's realize was a hit
     np.testing.assert_array_equal(grads[0][0], grads[1][0])
     np.testing.assert_array_equal(grads[0][1], grads[1][1])
 
