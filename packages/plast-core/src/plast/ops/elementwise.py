@@ -11,19 +11,22 @@ def _add_bw(node, g):
     return g, g
 
 
+# NOTE: a gradient for an input that does not require grad would be recorded and never used: rules skip them.
+
+
 def _sub_bw(node, g):
-    return g, neg(g)
+    return g, neg(g) if node.inputs[1].requires_grad else None
 
 
 def _mul_bw(node, g):
     a, b = node.inputs
-    return mul(g, b), mul(g, a)
+    return mul(g, b) if a.requires_grad else None, mul(g, a) if b.requires_grad else None
 
 
 def _div_bw(node, g):
     a, b = node.inputs
     ga = div(g, b)
-    return ga, neg(mul(ga, div(a, b)))
+    return ga if a.requires_grad else None, neg(mul(ga, div(a, b))) if b.requires_grad else None
 
 
 OPS_BIN = {

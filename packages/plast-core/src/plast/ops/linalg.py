@@ -7,7 +7,9 @@ from .registry import register
 
 def _matmul_bw(node, g):
     a, b = node.inputs
-    ga = matmul(g, movement.transpose(b, -1, -2))
+    ga = matmul(g, movement.transpose(b, -1, -2)) if a.requires_grad else None
+    if not b.requires_grad:
+        return ga, None
     if a.ndim == 2 and b.ndim == 2:
         return ga, _linalg.weight_grad(a, g, b)
     return ga, matmul(movement.transpose(a, -1, -2), g)

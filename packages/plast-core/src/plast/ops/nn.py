@@ -584,11 +584,12 @@ def binary_cross_entropy_with_logits(
 def _addmm_bw(node, g):
     bias, a, b = node.inputs
     beta, alpha = node.args
-    gbias = g if beta == 1 else mul(g, float(beta))
-    ga = matmul(g, movement.transpose(b, 0, 1))
-    gb = _linalg.weight_grad(a, g, b)
+    gbias = (g if beta == 1 else mul(g, float(beta))) if bias.requires_grad else None
+    ga = matmul(g, movement.transpose(b, 0, 1)) if a.requires_grad else None  # not for a layer's input data
+    gb = _linalg.weight_grad(a, g, b) if b.requires_grad else None
     if alpha != 1:
-        ga, gb = mul(ga, float(alpha)), mul(gb, float(alpha))
+        ga = mul(ga, float(alpha)) if ga is not None else None
+        gb = mul(gb, float(alpha)) if gb is not None else None
     return gbias, ga, gb
 
 
