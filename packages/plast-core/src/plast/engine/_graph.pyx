@@ -191,8 +191,17 @@ cpdef list record(object op, object inputs, object args, object specs, object de
     cdef list refs = []
     cdef Py_ssize_t i = 0
     cdef TensorBase o, t
+    cdef bint view = op.view
     for shape, dtype in specs:
-        o = new_lazy(_Tensor, shape, dtype, device, node, i)
+        if view:  # strides and offset are set below from the arguments: skip the contiguous ones
+            o = TensorBase.__new__(_Tensor)
+            o._shape = shape if type(shape) is _Size else _Size(shape)
+            o.dtype = dtype
+            o.device = device
+            o._node = node
+            o._index = i
+        else:
+            o = new_lazy(_Tensor, shape, dtype, device, node, i)
         outs.append(o)
         refs.append(PyWeakref_NewRef(o, None))
         i += 1
@@ -215,7 +224,7 @@ cpdef list record(object op, object inputs, object args, object specs, object de
                         versions.append(0 if st is None else st.version)
                     node.versions = tuple(versions)
                 break
-    if op.view:
+    if view:
         # A view's layout is known now (args end with strides, offset), so ops recorded on it before it is
         # realized see its real strides.
         o = outs[0]

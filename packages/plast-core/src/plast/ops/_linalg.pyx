@@ -44,6 +44,7 @@ cdef inline TensorBase _tensor(object x, str op, str name):
 
 
 cdef _same_device(str op, tuple ts):
+    """Every tensor of `ts` (None entries skipped) on one device, or DeviceMismatchError."""
     first = None
     cdef bint same = True
     for t in ts:
@@ -123,9 +124,15 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
             f"addmm: mat1 {tuple(s1)} and mat2 {tuple(s2)} cannot be multiplied ({s1[1]} != {s2[0]})"
         )
     shape = (s1[0], s2[1])
-    if ti._shape != shape and broadcast_shapes(ti._shape, shape, op="addmm") != shape:
-        raise ShapeError(f"addmm: input {tuple(ti._shape)} does not broadcast to the product's shape {shape}")
-    dt = _promote(_promote(ti.dtype, t1.dtype), t2.dtype)
+    si = ti._shape
+    # the common biases, (N,) and (M, N), need no general broadcasting check
+    if not ((len(si) == 1 and si[0] == shape[1]) or si == shape) and (
+        broadcast_shapes(si, shape, op="addmm") != shape
+    ):
+        raise ShapeError(f"addmm: input {tuple(si)} does not broadcast to the product's shape {shape}")
+    dt = t1.dtype
+    if ti.dtype is not dt or t2.dtype is not dt:
+        dt = _promote(_promote(ti.dtype, t1.dtype), t2.dtype)
     return record(ADDMM, (_as(ti, dt), _as(t1, dt), _as(t2, dt)), (beta, alpha), [(shape, dt)], t1.device)[0]
 
 

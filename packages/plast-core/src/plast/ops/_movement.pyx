@@ -179,10 +179,15 @@ def expand(x, *shape):
     return record(EXPAND, (t,), (out, tuple(strides), 0), [(out, t.dtype)], t.device)[0]
 
 
+cdef tuple _SWAP2 = (1, 0)
+
+
 cdef object _permute(TensorBase t, tuple perm):
     """The view for a normalized permutation `perm` of t's dims (t itself for the identity)."""
     xs, xst = t._shape, t._strides
     cdef Py_ssize_t nd = len(perm), i, p
+    if nd == 2 and perm == _SWAP2:  # a matrix transpose: the most common view of all (Linear layers)
+        return record(PERMUTE, (t,), (_SWAP2, (xst[1], xst[0]), 0), [((xs[1], xs[0]), t.dtype)], t.device)[0]
     cdef list shape = [0] * nd, strides = [0] * nd
     cdef bint ident = True
     for i in range(nd):
@@ -222,6 +227,8 @@ def transpose(x, dim0, dim1):
     cdef Py_ssize_t d0 = _dim(dim0, nd, "transpose"), d1 = _dim(dim1, nd, "transpose")
     if nd == 0:  # dims 0 and -1 name the 0-d tensor itself, as in torch
         return x
+    if nd == 2:
+        return x if d0 == d1 else _permute(t, _SWAP2)
     cdef list perm = list(range(nd))
     perm[d0], perm[d1] = d1, d0
     return _permute(t, tuple(perm))
