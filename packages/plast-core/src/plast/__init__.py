@@ -48,6 +48,7 @@ from .dtypes import bool_ as bool  # noqa: A001
 from .dtypes import dtype, float32, float64, int32, int64
 from .engine.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .engine.jit import jit
+from .engine.realize import realize as _realize
 from .errors import (
     ArenaExhaustedError,
     CheckpointError,
@@ -82,9 +83,7 @@ int = int32  # noqa: A001
 
 def forward(*tensors):
     """Compute the values of `tensors` now (they are computed lazily otherwise)."""
-    from .engine.realize import realize
-
-    realize(list(tensors))
+    _realize(list(tensors))
     return tensors[0] if len(tensors) == 1 else tensors
 
 
