@@ -50,8 +50,10 @@ def test_2d_layouts_take_the_gemm(name, fa, fb, m, k, n, dtype):
         ((1, 4, 5), (3, 5, 6), True),
         ((2, 3, 4, 5), (2, 3, 5, 6), True),
         ((2, 3, 4, 5), (1, 1, 5, 6), True),
-        # a repeats along an outer batch dim but not the inner one: no single batch stride, numpy runs it
-        ((3, 4, 5), (2, 1, 5, 6), False),
+        # b repeats along the inner batch dim but not the outer one: no single batch stride, so the kernel
+        # loops over the first batch dim with one batched GEMM per step
+        ((3, 4, 5), (2, 1, 5, 6), True),
+        ((2, 3, 4, 5), (2, 1, 5, 6), True),
     ],
 )
 def test_batched_and_broadcast(ashape, bshape, direct):
@@ -65,15 +67,31 @@ def test_batched_and_broadcast(ashape, bshape, direct):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_two_batch_dims_with_their_own_strides_take_the_gemm():
+    """Attention's (batch, head) views of a fused qkv projection: the batch dims do not collapse into one stride,
+    so the kernel loops over the first and runs one batched GEMM over the rest."""
+    qkv = RNG.standard_normal((2, 7, 3 * 12)).astype(np.float32)  # (B, T, 3C), C = 3 heads x 4
+    q_np = qkv[:, :, :12].reshape(2, 7, 3, 4).transpose(0, 2, 1, 3)  # (B, nh, T, hs)
+    k_np = qkv[:, :, 12:24].reshape(2, 7, 3, 4).transpose(0, 2, 3, 1)  # (B, nh, hs, T)
+    t = _t(qkv)
+    q = t[:, :, :12].view(2, 7, 3, 4).transpose(1, 2)
+    k = t[:, :, 12:24].view(2, 7, 3, 4).permute(0, 2, 3, 1)
+    out = _empty((2, 3, 7, 7))
+    q._realized(), k._realized()
+    assert _matmul.matmul(out, q, k) is True
+    np.testing.assert_allclose(out.numpy(), q_np @ k_np, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(plast.matmul(q, k).numpy(), q_np @ k_np, rtol=1e-5, atol=1e-5)
+
+
 def test_batch_dims_that_do_not_collapse_fall_back():
-    a_np = RNG.standard_normal((4, 3, 5, 6)).astype(np.float32)
-    a = _t(a_np).permute(1, 0, 2, 3)  # batch dims (3, 4) with strides that are not one range
+    a_np = RNG.standard_normal((4, 3, 2, 5, 6)).astype(np.float32)
+    a = _t(a_np).permute(2, 1, 0, 3, 4)  # batch dims (2, 3, 4): dims 1 and 2 are not one range either
     b = _t(RNG.standard_normal((6, 2)).astype(np.float32))
-    out = _empty((3, 4, 5, 2))
+    out = _empty((2, 3, 4, 5, 2))
     a._realized()
     assert _matmul.matmul(out, a, b) is False
     got = plast.matmul(a, b).numpy()  # the kernel's numpy fallback
-    np.testing.assert_allclose(got, a_np.transpose(1, 0, 2, 3) @ b.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, a_np.transpose(2, 1, 0, 3, 4) @ b.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_bias_and_activation_epilogue():

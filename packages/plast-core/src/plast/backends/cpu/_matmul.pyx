@@ -15,10 +15,11 @@ DEF MAXD = 16
 ACT_CODES = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu": 3, "gelu_erf": 3}
 
 
-cdef bint _layout(TensorBase t, const Py_ssize_t *oshape, int ond, Py_ssize_t *ld, bint *trans,
-                  Py_ssize_t *bstride) except *:
-    """t is [..., R, C] broadcast against the output's batch dims oshape[:ond-2]: its leading dimension,
-    whether it is stored transposed, and its single batch stride (0 when broadcast). False if none fits."""
+cdef bint _layout(TensorBase t, const Py_ssize_t *oshape, int ond, int first, Py_ssize_t *ld, bint *trans,
+                  Py_ssize_t *bstride, Py_ssize_t *ostride) except *:
+    """t is [..., R, C] broadcast against the output's batch dims oshape[:ond-2]: its leading dimension, whether
+    it is stored transposed, the single stride of batch dims [first, ond-2) (0 when broadcast) and, with first 1,
+    the stride of batch dim 0 (the caller loops over it). False if none fits."""
     shape = t._shape
     strides = t._strides
     cdef int nd = len(shape), nb = ond - 2, tb = nd - 2, i, j
@@ -35,7 +36,7 @@ cdef bint _layout(TensorBase t, const Py_ssize_t *oshape, int ond, Py_ssize_t *l
         return False
     # the batch: the non-broadcast batch dims must collapse into one index range with one stride
     cdef Py_ssize_t n_batch = 1, unit = -1, count = 1
-    for i in range(nb - 1, -1, -1):
+    for i in range(nb - 1, first - 1, -1):
         o = oshape[i]
         if o == 1:
             continue
@@ -49,6 +50,10 @@ cdef bint _layout(TensorBase t, const Py_ssize_t *oshape, int ond, Py_ssize_t *l
             return False
         count *= o
     bstride[0] = unit if unit > 0 else 0
+    ostride[0] = 0
+    if first == 1:
+        j = -(nb - tb)
+        ostride[0] = 0 if j < 0 or shape[j] == 1 else strides[j]
     return True
 
 
@@ -77,10 +82,17 @@ cdef int matmul_run(TensorBase out, TensorBase a, TensorBase b, TensorBase bias,
         return 1
     if not out.is_contiguous():
         return 0
-    cdef Py_ssize_t lda, ldb, sa, sb
+    cdef Py_ssize_t lda, ldb, sa, sb, oa, ob, outer = 1, o
     cdef bint ta, tb
-    if not _layout(a, osh, ond, &lda, &ta, &sa) or not _layout(b, osh, ond, &ldb, &tb, &sb):
-        return 0
+    if not _layout(a, osh, ond, 0, &lda, &ta, &sa, &oa) or not _layout(b, osh, ond, 0, &ldb, &tb, &sb, &ob):
+        # batch dims that do not collapse into one stride (attention's (batch, head) views of a fused qkv
+        # projection): a loop over the first batch dim, one batched GEMM over the rest per step
+        if ond < 4 or not _layout(a, osh, ond, 1, &lda, &ta, &sa, &oa) or not _layout(
+            b, osh, ond, 1, &ldb, &tb, &sb, &ob
+        ):
+            return 0
+        outer = osh[0]
+        batch //= outer
     cdef plast_gemm_epilogue ep
     ep.bias_col = NULL
     ep.bias_row = NULL
@@ -108,15 +120,20 @@ cdef int matmul_run(TensorBase out, TensorBase a, TensorBase b, TensorBase bias,
     cdef int err
     if K == 0:
         return 0  # nothing to multiply: the numpy path writes the epilogue of zeros
+    cdef Py_ssize_t es = out.dtype.itemsize
+    err = 0
     with nogil:
-        if code == 3:
-            err = gemm_batched_f32(ta, tb, batch, M, N, K, <float>alpha, <const float *>pa, lda, sa,
-                                   <const float *>pb, ldb, sb, <float>beta, <float *>pc, N, M * N,
-                                   &ep if has_ep else NULL)
-        else:
-            err = gemm_batched_f64(ta, tb, batch, M, N, K, alpha, <const double *>pa, lda, sa,
-                                   <const double *>pb, ldb, sb, beta, <double *>pc, N, M * N,
-                                   &ep if has_ep else NULL)
+        for o in range(outer):
+            if code == 3:
+                err = gemm_batched_f32(ta, tb, batch, M, N, K, <float>alpha, <const float *>(pa + o * oa * es), lda,
+                                       sa, <const float *>(pb + o * ob * es), ldb, sb, <float>beta,
+                                       <float *>(pc + o * batch * M * N * es), N, M * N, &ep if has_ep else NULL)
+            else:
+                err = gemm_batched_f64(ta, tb, batch, M, N, K, alpha, <const double *>(pa + o * oa * es), lda, sa,
+                                       <const double *>(pb + o * ob * es), ldb, sb, beta,
+                                       <double *>(pc + o * batch * M * N * es), N, M * N, &ep if has_ep else NULL)
+            if err:
+                break
     if err:
         raise MemoryError("matmul: could not allocate the GEMM's packing buffers")
     return 1
