@@ -245,9 +245,7 @@ class Tensor(TensorBase):
         return self
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .engine import autograd
-
-        autograd.backward(
+        _autograd().backward(
             [self], [gradient], retain_graph=retain_graph, create_graph=create_graph, inputs=inputs
         )
 
@@ -310,6 +308,17 @@ def _rebuild(arr, dtype_name, requires_grad):
 
 
 _SCALAR_CACHE = {}
+_AUTOGRAD = None
+
+
+def _autograd():
+    """engine.autograd (it imports this module's dependents: bound on first use, not imported per call)."""
+    global _AUTOGRAD
+    if _AUTOGRAD is None:
+        from .engine import autograd
+
+        _AUTOGRAD = autograd
+    return _AUTOGRAD
 
 
 def scalar_tensor(value, dtype, device):
