@@ -22,6 +22,17 @@ cdef class TensorBase:
     cpdef bint is_contiguous(self)
 
 
+cdef class OpDef:
+    cdef public object name
+    cdef public dict kernels           # device type -> kernel
+    cdef public object backward
+    cdef public bint fusible
+    cdef public bint view
+    cdef public Py_ssize_t n_outputs
+    cdef public bint saves_inputs
+    cdef public dict window_kernels
+
+
 cdef class Node:
     cdef public object op
     cdef public object inputs        # tuple of tensors; () once nothing needs them; None once backward freed them

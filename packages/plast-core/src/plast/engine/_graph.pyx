@@ -85,6 +85,29 @@ cdef class TensorBase:
 
 @cython.auto_pickle(False)
 @cython.final
+cdef class OpDef:
+    """One row of the op table (ops/registry.py documents the fields): a C struct, because recording,
+    scheduling and backward read its fields for every node."""
+
+    def __init__(
+        self, name, kernels=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True
+    ):
+        self.name = name
+        self.kernels = dict(kernels or {})
+        self.backward = backward
+        self.fusible = fusible
+        self.view = view
+        self.n_outputs = n_outputs
+        self.saves_inputs = saves_inputs
+        self.window_kernels = {}
+
+    def __repr__(self):
+        devs = ",".join(sorted(self.kernels))
+        return f"<op {self.name} [{devs}]{' view' if self.view else ''}{' fusible' if self.fusible else ''}>"
+
+
+@cython.auto_pickle(False)
+@cython.final
 cdef class Node:
     """One op application: the op row, its input tensors, its (hashable) arguments and its outputs."""
 
@@ -191,7 +214,8 @@ cpdef list record(object op, object inputs, object args, object specs, object de
     cdef list refs = []
     cdef Py_ssize_t i = 0
     cdef TensorBase o, t
-    cdef bint view = op.view
+    cdef OpDef row = op if type(op) is OpDef else None
+    cdef bint view = row.view if row is not None else op.view
     for shape, dtype in specs:
         if view:  # strides and offset are set below from the arguments: skip the contiguous ones
             o = TensorBase.__new__(_Tensor)
@@ -209,7 +233,7 @@ cpdef list record(object op, object inputs, object args, object specs, object de
     ref = PyWeakref_NewRef(node, None)
     for x in inputs:
         _note_reader(ref, <TensorBase?>x)
-    if autograd_state.grad_enabled and op.backward is not None:
+    if autograd_state.grad_enabled and (row.backward if row is not None else op.backward) is not None:
         for x in inputs:
             t = <TensorBase>x
             if t.requires_grad:
@@ -217,7 +241,7 @@ cpdef list record(object op, object inputs, object args, object specs, object de
                 for o in outs:
                     if o.dtype.is_floating_point:
                         o.requires_grad = True
-                if op.saves_inputs:
+                if row.saves_inputs if row is not None else op.saves_inputs:
                     versions = []
                     for y in inputs:
                         st = (<TensorBase>y)._storage

@@ -13,7 +13,7 @@ from cpython.ref cimport PyObject
 from plast.backends.cpu._fused cimport chain_run
 from plast.backends.cpu._kernels cimport binary_run, copy_run
 from plast.backends.cpu._matmul cimport matmul_run
-from ._graph cimport Node, TensorBase, add_readers, new_lazy
+from ._graph cimport Node, OpDef, TensorBase, add_readers, new_lazy
 from ..memory.arena cimport Arena, Storage
 
 from .. import _arenas
@@ -200,7 +200,8 @@ cpdef run_node(Node node, dict slots, object check_nan):
     op = node.op
     cdef list outs = outputs(node)
     dev_type = node.device.type
-    kernel = op.kernels.get(dev_type)
+    cdef bint is_row = type(op) is OpDef
+    kernel = ((<OpDef>op).kernels if is_row else op.kernels).get(dev_type)
     if kernel is None:
         raise NotImplementedError(f"op {op.name!r} has no {dev_type} kernel yet")
     for x in node.inputs:
@@ -208,7 +209,7 @@ cpdef run_node(Node node, dict slots, object check_nan):
     cdef TensorBase o
     cdef Py_ssize_t j = 0
     cdef TensorBase src
-    if op.view:
+    if (<OpDef>op).view if is_row else op.view:
         o = <TensorBase>outs[0]
         if kernel is _K_view and kernel is not None:  # kernels.view, inlined: share the input's storage
             src = <TensorBase>node.inputs[0]

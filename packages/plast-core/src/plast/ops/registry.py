@@ -10,41 +10,17 @@ Tensors whose storage the engine has allocated (contiguous). A *view* row has ``
 returns ``(storage, strides, offset)`` for its single output instead of writing one.
 """
 
+from ..engine._graph import OpDef
+
 OPS = {}
 
 
-class OpDef:
-    __slots__ = (
-        "name",
-        "kernels",
-        "backward",
-        "fusible",
-        "view",
-        "n_outputs",
-        "saves_inputs",
-        "window_kernels",
-    )
-
-    def __init__(
-        self, name, kernels=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True
-    ):
-        self.name = name
-        self.kernels = dict(kernels or {})
-        self.backward = backward
-        self.fusible = fusible
-        self.view = view
-        self.n_outputs = n_outputs
-        # False when backward never reads the inputs' values (add, views, sum): in-place writes to such inputs
-        # after the op was recorded are then harmless, and autograd does not flag them.
-        self.saves_inputs = saves_inputs
-        # Ops whose result is input 0 with a window rewritten (index_put) may also have a kernel per device that
-        # writes just the window into input 0's own memory: an in-place op outside any graph (``x[i] = v``, a
-        # K/V cache row) then costs the window, not a copy of the whole tensor (engine/inplace.py).
-        self.window_kernels = {}
-
-    def __repr__(self):
-        devs = ",".join(sorted(self.kernels))
-        return f"<op {self.name} [{devs}]{' view' if self.view else ''}{' fusible' if self.fusible else ''}>"
+# OpDef is a C struct (engine/_graph.pyx): recording, scheduling and backward read its fields for every node.
+# Fields: name; kernels {device type: kernel}; backward (the rule, or None); fusible; view; n_outputs;
+# saves_inputs (False when backward never reads the inputs' values: in-place writes to such inputs after the op
+# was recorded are then harmless, and autograd does not flag them); window_kernels {device type: kernel} for ops
+# whose result is input 0 with a window rewritten (index_put): an in-place op outside any graph (``x[i] = v``,
+# a K/V cache row) then costs the window, not a copy of the whole tensor (engine/inplace.py).
 
 
 def register(name, *, cpu=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True):
