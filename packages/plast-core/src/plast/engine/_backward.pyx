@@ -9,7 +9,7 @@ from cpython.ref cimport PyObject, Py_REFCNT
 from cpython.weakref cimport PyWeakref_GetObject
 
 from plast.backends.cpu._kernels cimport copy_run
-from ._graph cimport Node, TensorBase, new_lazy
+from ._graph cimport Node, TensorBase, nbytes, new_lazy
 from ..memory.arena cimport Storage
 from .. import _arenas
 from . import autograd_state, jit
@@ -254,13 +254,6 @@ def finish(list order, list grads, retain_graph, create_graph, place=None):
             (<Node>x).inputs = None
 
 
-cdef Py_ssize_t _nbytes(TensorBase t):
-    cdef Py_ssize_t n = 1
-    for s in t._shape:
-        n *= <Py_ssize_t>s
-    return n * <Py_ssize_t>t.dtype.itemsize
-
-
 def persistent_copy(TensorBase t):
     """t's value (t is realized) in fresh persistent memory: gradients and clones outlive transient resets
     (DESIGN §3)."""
@@ -268,10 +261,10 @@ def persistent_copy(TensorBase t):
         raise RuntimeError("persistent_copy: the tensor has no value yet (realize it first)")
     t._storage.check()
     dev = t.device
-    st = _arenas.persistent(dev.type).new(_nbytes(t))
+    cdef Py_ssize_t size = nbytes(t)
     cdef TensorBase out = new_lazy(type(t), t._shape, t.dtype, dev, None, 0)
-    out._storage = st
-    if _nbytes(t):
+    out._storage = _arenas.persistent(dev.type).new(size)
+    if size:
         if dev.type == "cpu":
             copy_run(t, out)  # one dtype, any strides
         else:  # GPU memory is no host buffer: a device-side copy (plast.ops.device)
@@ -283,17 +276,17 @@ def persistent_copy(TensorBase t):
     return out
 
 
-cdef Node _placeable(TensorBase g):
-    """The node whose output memory `g` will be, when g is that output or a view of it with the same bytes in
-    row-major order (a Linear weight's gradient arrives through a transpose's backward, a bias gradient through a
-    reshape); None otherwise."""
+cdef TensorBase _placeable(TensorBase g):
+    """The op output whose memory `g` will be: g itself, or the output g is a view of when the view has the same
+    bytes in row-major order (a Linear weight's gradient arrives through a transpose's backward, a bias gradient
+    through a reshape); None otherwise."""
     if g._storage is not None or g._node is None:
         return None
     cdef Node n = <Node>g._node
     if n.done:
         return None
     if not n.op.view:
-        return n
+        return g
     if g._offset != 0 or not g.is_contiguous():
         return None
     cdef TensorBase base = g
@@ -304,9 +297,9 @@ cdef Node _placeable(TensorBase g):
         n = <Node>base._node
         if n.done:
             return None
-    if base._offset != 0 or _nbytes(base) != _nbytes(g):
+    if base._offset != 0 or nbytes(base) != nbytes(g):
         return None
-    return n
+    return base
 
 
 def place_gradients(list grads):
@@ -318,20 +311,13 @@ def place_gradients(list grads):
     cdef dict place = {}
     cdef list keys = []
     cdef TensorBase g, base
-    cdef Node n
     for x in grads:
         g = <TensorBase>x
-        n = _placeable(g)
-        if n is None:
+        base = _placeable(g)
+        key = (id(base._node), base._index) if base is not None else None
+        if key is None or key in place:
             keys.append(None)
             continue
-        base = g
-        while base._node is not n:
-            base = <TensorBase>(<Node>base._node).inputs[0]
-        key = (id(n), base._index)
-        if key in place:
-            keys.append(None)
-            continue
-        place[key] = _arenas.persistent(g.device.type).new(_nbytes(g))
+        place[key] = _arenas.persistent(g.device.type).new(nbytes(g))
         keys.append(key)
     return place, keys

@@ -54,3 +54,11 @@ cdef tuple contiguous_strides(tuple shape)
 cdef TensorBase new_lazy(type cls, object shape, object dtype, object device, object node, Py_ssize_t index)
 cpdef add_readers(object holder, object refs)
 cpdef list record(object op, object inputs, object args, object specs, object device)
+
+
+cdef inline Py_ssize_t nbytes(TensorBase t) except -1:
+    """Bytes of t's elements (its shape times its dtype's size)."""
+    cdef Py_ssize_t n = 1
+    for s in t._shape:
+        n *= <Py_ssize_t>s
+    return n * <Py_ssize_t>t.dtype.itemsize

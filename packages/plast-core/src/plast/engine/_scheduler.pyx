@@ -10,10 +10,11 @@ from cpython.ref cimport Py_REFCNT
 from cpython.weakref cimport PyWeakref_GetObject
 from cpython.ref cimport PyObject
 
-from plast.backends.cpu._fused cimport chain_run
+from plast.backends.cpu._fused cimport ChainKernel
 from plast.backends.cpu._kernels cimport binary_run, copy_run
-from plast.backends.cpu._matmul cimport matmul_run
-from ._graph cimport Node, OpDef, TensorBase, add_readers, new_lazy
+from plast.backends.cpu._matmul cimport AddmmActKernel, AddmmKernel, MatmulKernel
+from plast.backends.cpu.fastpath cimport SumKernel
+from ._graph cimport Node, OpDef, TensorBase, add_readers, nbytes, new_lazy
 from ..memory.arena cimport Arena, Storage
 
 from .. import _arenas
@@ -131,72 +132,54 @@ cpdef finish_node(Node node, list outs):
         node.inputs = ()
 
 
-cdef inline Py_ssize_t _nbytes(TensorBase o):
-    cdef Py_ssize_t n = 1
-    for s in o._shape:
-        n *= <Py_ssize_t>s
-    return n * <Py_ssize_t>o.dtype.itemsize
+# ---- the common CPU kernels, run through C (no Python call per node): the compiled kernel classes by their `run`
+# method, the elementwise kernels by their tensor-level entry points. The op table's entries stay the reference.
 
-
-# ---- the most common CPU kernels, called through their C entry points (no Python call per node): the op
-# table's entries stay the reference; these are the same functions' bodies reached without the call.
-
-cdef object _K_binary = None, _K_copy = None, _K_view = None, _K_matmul = None, _K_addmm = None
-cdef object _K_addmm_act = None, _K_chain = None
-cdef dict _BIN_CODES = None, _ACT_CODES = None
+cdef object _K_binary = None, _K_copy = None, _K_view = None
+cdef dict _BIN_CODES = None
 
 
 cdef _bind_kernels():
-    global _K_binary, _K_copy, _K_view, _K_matmul, _K_addmm, _K_addmm_act, _K_chain, _BIN_CODES, _ACT_CODES
-    from ..backends.cpu import _kernels, _matmul, kernels, kernels_fused, kernels_nn
-    from . import chains
+    global _K_binary, _K_copy, _K_view, _BIN_CODES
+    from ..backends.cpu import _kernels, kernels
 
-    _K_binary, _K_copy, _K_view, _K_matmul = kernels.binary, kernels.copy, kernels.view, kernels.matmul_nd
-    _K_addmm, _K_addmm_act, _K_chain = kernels_nn.addmm, kernels_fused.addmm_act, chains.kernel
-    _BIN_CODES, _ACT_CODES = _kernels.BINARY_CODES, _matmul.ACT_CODES
-
-
-cdef inline bint _run_group_c(object kernel, object inputs, list outs, object args) except -1:
-    """A fused group's kernel through C (the GEMM with its epilogue, an elementwise chain); False otherwise."""
-    if _K_binary is None:
-        _bind_kernels()
-    cdef TensorBase out = <TensorBase>outs[0]
-    if kernel is _K_chain and len(outs) == 1:
-        chain_run(<bytes?>args[0], out, inputs)
-        return True
-    if kernel is _K_addmm_act:
-        return matmul_run(out, <TensorBase>inputs[1], <TensorBase>inputs[2], <TensorBase>inputs[0],
-                          _ACT_CODES[args[0] or "none"], 1.0, 0.0) == 1
-    return False
+    _K_binary, _K_copy, _K_view, _BIN_CODES = kernels.binary, kernels.copy, kernels.view, _kernels.BINARY_CODES
 
 
 cdef inline bint _run_c(object kernel, Node node, object inputs, list outs) except -1:
-    """Run `kernel` through C when it is one of the common CPU kernels and the operands are ones its C path
-    takes; False (nothing done) otherwise."""
-    if _K_binary is None:
-        _bind_kernels()
-    cdef TensorBase out = <TensorBase>outs[0]
-    if kernel is _K_binary:
-        if out.dtype.code == 0:  # bool arithmetic is logical (kernels.bool_binary)
-            return False
-        binary_run(_BIN_CODES[node.op.name], <TensorBase>inputs[0], <TensorBase>inputs[1], out)
-        return True
-    if kernel is _K_copy:
-        return copy_run(<TensorBase>inputs[0], out) == 1
-    if kernel is _K_matmul:
-        return matmul_run(out, <TensorBase>inputs[0], <TensorBase>inputs[1], None, 0, 1.0, 0.0) == 1
-    if kernel is _K_addmm:
-        beta, alpha = node.args
-        if beta == 1:
-            return matmul_run(out, <TensorBase>inputs[1], <TensorBase>inputs[2], <TensorBase>inputs[0], 0,
-                              float(alpha), 0.0) == 1
-        if beta == 0:
-            return matmul_run(out, <TensorBase>inputs[1], <TensorBase>inputs[2], None, 0, float(alpha), 0.0) == 1
-    return False
+    """Run `kernel` through C when it is one of the common CPU kernels; False (nothing done) otherwise."""
+    cdef type kt = type(kernel)
+    if kt is MatmulKernel:
+        (<MatmulKernel>kernel).run(node, inputs, outs)
+    elif kt is AddmmKernel:
+        (<AddmmKernel>kernel).run(node, inputs, outs)
+    elif kt is SumKernel:
+        (<SumKernel>kernel).run(node, inputs, outs)
+    elif kernel is _K_binary and (<TensorBase>outs[0]).dtype.code != 0:  # bool arithmetic: kernels.bool_binary
+        binary_run(_BIN_CODES[node.op.name], <TensorBase>inputs[0], <TensorBase>inputs[1], <TensorBase>outs[0])
+    elif kernel is _K_copy:
+        return copy_run(<TensorBase>inputs[0], <TensorBase>outs[0]) == 1
+    else:
+        return False
+    return True
+
+
+cdef inline bint _run_group_c(object kernel, object root, object inputs, list outs, object args) except -1:
+    """A fused group's kernel through C (the GEMM with its epilogue, an elementwise chain); False otherwise."""
+    cdef type kt = type(kernel)
+    if kt is ChainKernel:
+        (<ChainKernel>kernel).run(root, inputs, outs, args)
+    elif kt is AddmmActKernel:
+        (<AddmmActKernel>kernel).run(root, inputs, outs, args)
+    else:
+        return False
+    return True
 
 
 cpdef run_node(Node node, dict slots, object check_nan):
     """Run one node's kernel into fresh transient memory (or its planned slot)."""
+    if _K_binary is None:
+        _bind_kernels()
     op = node.op
     cdef list outs = outputs(node)
     dev_type = node.device.type
@@ -211,7 +194,7 @@ cpdef run_node(Node node, dict slots, object check_nan):
     cdef TensorBase src
     if (<OpDef>op).view if is_row else op.view:
         o = <TensorBase>outs[0]
-        if kernel is _K_view and kernel is not None:  # kernels.view, inlined: share the input's storage
+        if kernel is _K_view:  # kernels.view, inlined: share the input's storage
             src = <TensorBase>node.inputs[0]
             o._storage = src._storage
             o._strides = node.args[-2]
@@ -226,10 +209,10 @@ cpdef run_node(Node node, dict slots, object check_nan):
         for x in outs:
             o = <TensorBase>x
             st = slots.get((id(node), j)) if slots else None
-            o._storage = st if st is not None else _alloc(arena, _nbytes(o))
+            o._storage = st if st is not None else _alloc(arena, nbytes(o))
             j += 1
         try:
-            if dev_type != "cpu" or not outs or not _run_c(kernel, node, node.inputs, outs):
+            if not outs or not _run_c(kernel, node, node.inputs, outs):
                 kernel(node, node.inputs, outs)
         except BaseException:
             unallocate(outs)
@@ -267,14 +250,14 @@ cpdef run_group(object g, dict slots):
     for x in outs:
         o = <TensorBase>x
         st = slots.get((id(root), j)) if slots else None
-        o._storage = st if st is not None else _alloc(arena, _nbytes(o))
+        o._storage = st if st is not None else _alloc(arena, nbytes(o))
         j += 1
     inputs = g.inputs
     for x in inputs:
         _check((<TensorBase>x)._storage)
     kernel, args = g.kernel, g.args
     try:
-        if root.device.type != "cpu" or not outs or not _run_group_c(kernel, inputs, outs, args):
+        if not outs or not _run_group_c(kernel, root, inputs, outs, args):
             kernel(root, inputs, outs, args)
     except BaseException:
         unallocate(outs)

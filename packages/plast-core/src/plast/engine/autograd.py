@@ -82,9 +82,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None):
         autograd_state.grad_enabled = prev
 
 
-def _persistent_copy(t):
-    """t's value in fresh persistent memory (grads outlive transient resets, DESIGN §3)."""
-    return persistent_copy(t)
+_persistent_copy = persistent_copy  # t's value in fresh persistent memory (the name other modules import)
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
@@ -116,7 +114,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     _finish(order, grads, retain_graph, create_graph, place)
     for i, (t, g) in enumerate(updates):
         st = place.get(keys[i]) if place and keys[i] is not None else None
-        if st is not None and g._storage is st and g._offset == 0 and g.is_contiguous():
+        # computed into the placed memory (row-major: place_gradients checked)
+        if st is not None and g._storage is st:
             t.grad = type(g)._from_storage(st, g.shape, g.dtype, g.device)
         else:
             t.grad = persistent_copy(g)

@@ -13,7 +13,6 @@ addresses and element strides with `run_program_nd` (the engine's fused groups):
 [1.0, 1.0, 1.0]
 """
 
-cimport cython
 from libc.stdint cimport int32_t, uintptr_t
 from libc.stdlib cimport free, malloc
 
@@ -191,19 +190,20 @@ def run_program(bytes program, inputs, outputs):
     )
 
 
-@cython.final
 cdef class ChainKernel:
     """The elementwise-chain group kernel ``kernel(root, inputs, outputs, args)``: the chain's program (args[0])
     over the output's shape, here for host memory; `device_kernel` runs it elsewhere (a generated CUDA kernel)."""
-
-    cdef readonly object device_kernel
 
     def __init__(self, device_kernel):
         self.device_kernel = device_kernel
 
     def __call__(self, root, inputs, outputs, args):
+        self.run(root, inputs, outputs, args)
+
+    cdef int run(self, object root, object inputs, object outputs, object args) except -1:
         cdef TensorBase out = <TensorBase?>outputs[0]
         if out.device.type == "cpu":
             chain_run(<bytes?>args[0], out, inputs)
         else:
             self.device_kernel(root, inputs, outputs, args)
+        return 0

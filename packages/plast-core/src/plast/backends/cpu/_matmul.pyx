@@ -5,7 +5,6 @@ strides, so the matmul and addmm kernels make no numpy views and no copies. ``ma
 the GEMM cannot take (batch dims that do not collapse to one stride, matrices strided on both axes, other
 dtypes), and the caller falls back to numpy (backends/cpu/kernels.py ``gemm_into``)."""
 
-cimport cython
 
 from plast.backends.cpu._gemm cimport gemm_batched_f32, gemm_batched_f64, plast_gemm_epilogue
 from plast.backends.cpu._tensors cimport TensorBase, tensor_ptr
@@ -151,55 +150,58 @@ def matmul(TensorBase out, TensorBase a, TensorBase b, TensorBase bias=None, str
 # kernels_fused.py bind them): the GEMM straight from the tensors with no Python in between; layouts and dtypes it
 # does not take go to `fallback`, the numpy path of the Python module.
 
-@cython.final
 cdef class MatmulKernel:
     """``kernel(node, inputs, outputs)`` for matmul: out = a @ b."""
-
-    cdef readonly object fallback
 
     def __init__(self, fallback):
         self.fallback = fallback
 
     def __call__(self, node, inputs, outputs):
+        self.run(node, inputs, outputs)
+
+    cdef int run(self, object node, object inputs, object outputs) except -1:
         if matmul_run(<TensorBase?>outputs[0], <TensorBase?>inputs[0], <TensorBase?>inputs[1], None, 0, 1.0,
                       0.0) != 1:
             self.fallback(node, inputs, outputs)
+        return 0
 
 
-@cython.final
 cdef class AddmmKernel:
     """``kernel(node, inputs, outputs)`` for addmm: out = beta * bias + alpha * (a @ b), node.args = (beta,
     alpha); the GEMM takes beta 1 (bias as its epilogue) and beta 0."""
 
-    cdef readonly object fallback
-
     def __init__(self, fallback):
         self.fallback = fallback
 
     def __call__(self, node, inputs, outputs):
+        self.run(node, inputs, outputs)
+
+    cdef int run(self, object node, object inputs, object outputs) except -1:
         beta, alpha = node.args
         cdef TensorBase out = <TensorBase?>outputs[0]
         if beta == 1 and matmul_run(out, <TensorBase?>inputs[1], <TensorBase?>inputs[2], <TensorBase?>inputs[0], 0,
                                     float(alpha), 0.0) == 1:
-            return
+            return 0
         if beta == 0 and matmul_run(out, <TensorBase?>inputs[1], <TensorBase?>inputs[2], None, 0, float(alpha),
                                     0.0) == 1:
-            return
+            return 0
         self.fallback(node, inputs, outputs)
+        return 0
 
 
-@cython.final
 cdef class AddmmActKernel:
     """The fused group kernel ``kernel(root, inputs, outputs, args)``: out = act(a @ b + bias), inputs (bias, a,
     b), args (act or None,)."""
-
-    cdef readonly object fallback
 
     def __init__(self, fallback):
         self.fallback = fallback
 
     def __call__(self, root, inputs, outputs, args):
+        self.run(root, inputs, outputs, args)
+
+    cdef int run(self, object root, object inputs, object outputs, object args) except -1:
         act = args[0] or "none"
         if matmul_run(<TensorBase?>outputs[0], <TensorBase?>inputs[1], <TensorBase?>inputs[2],
                       <TensorBase?>inputs[0], ACT_CODES[act], 1.0, 0.0) != 1:
             self.fallback(root, inputs, outputs, args)
+        return 0

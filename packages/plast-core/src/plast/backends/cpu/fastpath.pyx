@@ -4,7 +4,6 @@ array those kernels take, or say that it can't be (the caller then copies or kee
 every reduction, softmax and layer norm call goes through here. The sum kernel (SumKernel), the op table's most
 called reduction, is here too: layout and call with no Python in between."""
 
-cimport cython
 from libc.stdint cimport uintptr_t
 
 from plast.backends.cpu._tensors cimport TensorBase, tensor_ptr
@@ -69,18 +68,18 @@ cdef inline Py_ssize_t _numel(object shape):
     return n
 
 
-@cython.final
 cdef class SumKernel:
     """The op table's sum kernel ``kernel(node, inputs, outputs)``, node.args = (dims, keepdim): float32/float64
     over a consecutive block of dims that merges into one stride runs _fast's vectorized reduction straight from
     the tensors; everything else goes to `fallback` (numpy, backends/cpu/kernels.py)."""
 
-    cdef readonly object fallback
-
     def __init__(self, fallback):
         self.fallback = fallback
 
     def __call__(self, node, inputs, outputs):
+        self.run(node, inputs, outputs)
+
+    cdef int run(self, object node, object inputs, object outputs) except -1:
         cdef TensorBase x = <TensorBase?>inputs[0], out = <TensorBase?>outputs[0]
         cdef int code = x.dtype.code
         cdef Py_ssize_t a = 0, b = 0
@@ -88,13 +87,16 @@ cdef class SumKernel:
         if (code == 3 or code == 4) and out.dtype.code == code:
             if len(x._shape):
                 if not dims:
-                    return self.fallback(node, inputs, outputs)
+                    self.fallback(node, inputs, outputs)
+                    return 0
                 a, b = dims[0], dims[-1] + 1
                 if b - a != len(dims):  # sorted, unique dims (ops/reduce.py): not one consecutive block
-                    return self.fallback(node, inputs, outputs)
+                    self.fallback(node, inputs, outputs)
+                    return 0
             v = as3d_raw(x._shape, x._strides, a, b)
             if v is not None and _numel(out._shape) and _numel(x._shape):
                 _fast.reduce3d(_fast.RD_SUM, v[0], v[1], v[2], <uintptr_t>tensor_ptr(x), v[3],
                                <uintptr_t>tensor_ptr(out), code)
-                return
+                return 0
         self.fallback(node, inputs, outputs)
+        return 0
