@@ -43,6 +43,16 @@ cdef inline TensorBase _tensor(object x, str op, str name):
     return <TensorBase>x
 
 
+def same_device(str op, *ts):
+    """Every tensor of `ts` (None entries skipped) on one device, or DeviceMismatchError (ops/nn.py's check)."""
+    _same_device(op, ts)
+
+
+def tensor_check(x, str op, str name="input"):
+    """TypeError unless x is a plast Tensor (ops/nn.py's check)."""
+    _tensor(x, op, name)
+
+
 cdef _same_device(str op, tuple ts):
     """Every tensor of `ts` (None entries skipped) on one device, or DeviceMismatchError."""
     first = None

@@ -24,11 +24,11 @@ def bind(ops):
     SUM = ops["sum"]
 
 
-cdef tuple _dims(TensorBase x, object dim, str op):
-    """Reduced dims as a sorted tuple (all dims for None or an empty sequence). A 0-d tensor accepts dim 0/-1
-    and reduces over nothing."""
-    cdef Py_ssize_t nd = len(x._shape)
-    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+cpdef tuple reduced_dims(object x, object dim, str op, bint empty_is_all=True):
+    """Reduced dims as a sorted tuple (all dims for None, and for an empty sequence when `empty_is_all`). A 0-d
+    tensor accepts dim 0/-1 and reduces over nothing."""
+    cdef Py_ssize_t nd = len((<TensorBase?>x)._shape)
+    if dim is None or (empty_is_all and isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(nd))
     if isinstance(dim, int):
         dim = (dim,)
@@ -36,7 +36,8 @@ cdef tuple _dims(TensorBase x, object dim, str op):
     return dims if nd else ()
 
 
-cdef tuple _reduced_shape(object shape, tuple dims, bint keepdim):
+cpdef tuple reduced_shape(object shape, tuple dims, bint keepdim):
+    """`shape` without `dims` (size 1 there with keepdim)."""
     cdef list out = []
     cdef Py_ssize_t i = 0
     for s in shape:
@@ -56,14 +57,14 @@ def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     [3.0, 7.0]
     """
     cdef TensorBase t = <TensorBase?>x
-    cdef tuple dims = _dims(t, dim, "sum")
+    cdef tuple dims = reduced_dims(t, dim, "sum")
     if dtype is not None:
         out_dtype = _dtypes.as_dtype(dtype)
     else:
         out_dtype = t.dtype if t.dtype.is_floating_point else _int64
     if t.dtype is not out_dtype:
         t = <TensorBase>_cast(t, out_dtype)
-    shape = _reduced_shape(t._shape, dims, keepdim)
+    shape = reduced_shape(t._shape, dims, keepdim)
     return record(SUM, (t,), (dims, keepdim), [(shape, out_dtype)], t.device)[0]
 
 
@@ -76,7 +77,7 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     cdef TensorBase t = <TensorBase?>x
     if not (t.dtype.is_floating_point or dtype is not None):
         raise DTypeError(f"mean(): needs a floating point input or dtype=, got {t.dtype}")
-    cdef tuple dims = _dims(t, dim, "mean")
+    cdef tuple dims = reduced_dims(t, dim, "mean")
     cdef Py_ssize_t n = 1
     shape = t._shape
     for d in dims:

@@ -10,8 +10,8 @@ import math
 
 from .. import dtypes
 from ..backends.cpu import kernels_nn as K
-from ..engine.graph import TensorBase, record
-from ..errors import DeviceMismatchError, DTypeError, ShapeError
+from ..engine.graph import record
+from ..errors import DTypeError, ShapeError
 from . import _linalg, movement
 from . import reduce as R
 from .elementwise import add, div, mul, neg, sub
@@ -26,20 +26,7 @@ _REDUCTIONS = ("none", "mean", "sum")
 # ---- helpers ----
 
 
-def _tensor_check(x, op, name="input"):
-    if not isinstance(x, TensorBase):  # every plast.Tensor is one
-        raise TypeError(f"{op}: {name} must be a plast Tensor, got {type(x).__name__}")
-
-
-def _same_device(op, *ts):
-    first = ts[0].device if ts[0] is not None else None
-    if all(t is None or t.device is first for t in ts):  # the common case: one device object
-        return
-    devs = {t.device for t in ts if t is not None}
-    if len(devs) > 1:
-        raise DeviceMismatchError(
-            f"{op}: inputs are on different devices ({', '.join(map(str, devs))}); move them with .to() first"
-        )
+_tensor_check, _same_device = _linalg.tensor_check, _linalg.same_device  # compiled (ops/_linalg.pyx)
 
 
 def _floating(x):

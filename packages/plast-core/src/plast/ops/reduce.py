@@ -27,20 +27,7 @@ _SortResult = collections.namedtuple("sort", ["values", "indices"])
 _TopkResult = collections.namedtuple("topk", ["values", "indices"])
 
 
-def _dims(x, dim, op, empty_is_all=True):
-    """Reduced dims as a sorted tuple. A 0-d tensor accepts dim 0/-1 and reduces over nothing."""
-    if dim is None or (empty_is_all and isinstance(dim, (tuple, list)) and len(dim) == 0):
-        return tuple(range(x.ndim))
-    if isinstance(dim, int):
-        dim = (dim,)
-    dims = tuple(sorted({norm_dim(d, x.ndim, op) for d in dim}))
-    return dims if x.ndim else ()
-
-
-def _reduced_shape(shape, dims, keepdim):
-    if keepdim:
-        return tuple(1 if i in dims else s for i, s in enumerate(shape))
-    return tuple(s for i, s in enumerate(shape) if i not in dims)
+_dims, _reduced_shape = _reduce.reduced_dims, _reduce.reduced_shape  # compiled (ops/_reduce.pyx)
 
 
 def _one_dim(x, dim, op):
