@@ -347,7 +347,9 @@ def test_tiny_gpt_learns_a_repeated_phrase():
     for _ in range(200):
         loss = step(x, y).item()
         plast.reset_transient_arenas()
-        if loss < 0.05:
+        # 0.029 is the floor here (a window's first characters are ambiguous); at 0.05 the model may still mix
+        # up the phrase's "," and "!" (seen with the AVX2 kernels)
+        if loss < 0.035:
             break
     model.eval()
     prompt = plast.tensor([[stoi["h"]]])

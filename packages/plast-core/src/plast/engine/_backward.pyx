@@ -14,6 +14,7 @@ from ..memory.arena cimport Storage
 from .. import _arenas
 from . import autograd_state, jit
 from .realize import realize
+from ._scheduler import note_copy
 
 # op-layer functions, bound on first use (the op modules import the engine)
 cdef object _cast = None, _sum_to_shape = None, _add = None, _ones_like = None
@@ -27,6 +28,11 @@ cdef _bind_ops():
     from ..ops.reduce import sum_to_shape
 
     _cast, _sum_to_shape, _add, _ones_like = cast, sum_to_shape, add, ones_like
+
+
+def root_ones(r):
+    """The implicit root gradient of `r` (engine/backward_replay.py passes it explicitly to see it)."""
+    return _ones(<TensorBase?>r)
 
 
 cdef object _ones(TensorBase r):
@@ -90,7 +96,7 @@ def topo(list roots):
     return order
 
 
-cdef _check_versions(Node node):
+cdef check_versions(Node node):
     for i, (t, v) in enumerate(zip(node.inputs, node.versions)):
         if t._storage is not None and t._storage.version != v:
             raise RuntimeError(
@@ -137,9 +143,10 @@ cdef class _Pass:
             entry[1] = g if entry[1] is None else _add(entry[1], g)
 
 
-def run_backward(list roots, list grad_roots, want=None):
+def run_backward(list roots, list grad_roots, want=None, list checked=None):
     """Propagate gradients from `roots` (grad mode already set by the caller). Returns ({id(tensor): [tensor,
-    grad]} for leaves or for the `want` tensors, the nodes visited)."""
+    grad]} for leaves or for the `want` tensors, the nodes visited). `checked`, when given, collects the nodes
+    whose saved inputs' versions were checked (engine/backward_replay.py checks them again on a replay)."""
     if _add is None:
         _bind_ops()
     cdef _Pass ps = _Pass(want)
@@ -199,7 +206,9 @@ def run_backward(list roots, list grad_roots, want=None):
         if not any_grad:
             continue
         if node.versions is not None:
-            _check_versions(node)
+            check_versions(node)
+            if checked is not None:
+                checked.append(node)
         if n_out == 1:
             in_grads = node.op.backward(node, gs[0])
         else:
@@ -273,6 +282,7 @@ def persistent_copy(TensorBase t):
             copy_values(out, t)
     if jit._tape is not None:
         jit.note_copy(out, t, "persist")
+    note_copy(out, t)
     return out
 
 

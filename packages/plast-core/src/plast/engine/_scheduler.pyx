@@ -48,6 +48,25 @@ cdef inline type _tensor_cls():
     return _Tensor
 
 
+# A list while engine/backward_replay.py records a backward pass: every kernel run is appended to it as
+# (kernel, node, inputs, outputs), which the recorder turns into a replayable program.
+cdef list _capture = None
+
+
+def set_capture(capture):
+    """Start (a list) or stop (None) recording the kernels this module runs (engine/backward_replay.py)."""
+    global _capture
+    _capture = capture
+
+
+def note_copy(dst, src):
+    """A copy into `dst` ran outside this module (a gradient's persistent copy): recorded like a kernel."""
+    if _capture is not None:
+        if _K_copy is None:
+            _bind_kernels()
+        _capture.append((_K_copy, None, (src,), [dst]))
+
+
 cdef inline void _check(object st) except *:
     if type(st) is Storage:
         if (<Storage>st).stale():
@@ -219,6 +238,8 @@ cpdef run_node(Node node, dict slots, object check_nan):
             raise
         if jit._tape is not None:
             jit.note_kernel(kernel, node, node.inputs, outs)
+        if _capture is not None:
+            _capture.append((kernel, node, node.inputs, outs))
         if autograd_state.anomaly_detection:
             check_nan(node, outs)
     finish_node(node, outs)
@@ -264,6 +285,8 @@ cpdef run_group(object g, dict slots):
         raise
     if jit._tape is not None:
         jit.note_kernel(_GroupKernel(kernel, args), root, inputs, outs)
+    if _capture is not None:
+        _capture.append((_GroupKernel(kernel, args), root, inputs, outs))
     finish_node(root, outs)
 
 

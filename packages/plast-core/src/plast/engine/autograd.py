@@ -7,7 +7,7 @@ at one tensor, runs hooks, and writes leaf gradients to persistent memory in one
 
 import contextlib
 
-from . import autograd_state, jit
+from . import autograd_state, backward_replay, jit
 from ._backward import finish as _finish
 from ._backward import persistent_copy, place_gradients, run_backward
 
@@ -72,12 +72,12 @@ def is_grad_enabled():
     return autograd_state.grad_enabled
 
 
-def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None):
+def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None, checked=None):
     """Propagate gradients from `roots` (engine/_backward.pyx). Returns ({id(tensor): [tensor, grad]}, nodes)."""
     prev = autograd_state.grad_enabled
     autograd_state.grad_enabled = create_graph  # backward rules record for double backward only if asked
     try:
-        return run_backward(roots, grad_roots, want)
+        return run_backward(roots, grad_roots, want, checked)
     finally:
         autograd_state.grad_enabled = prev
 
@@ -87,10 +87,26 @@ _persistent_copy = persistent_copy  # t's value in fresh persistent memory (the 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad`` (``inputs`` restricts which leaves)."""
+    if (
+        len(tensors) == 1
+        and not retain_graph
+        and not create_graph
+        and inputs is None
+        and (grad_tensors is None or grad_tensors[0] is None)
+        and jit._tape is None
+        and backward_replay.backward(tensors[0], _backward_leaves)  # a training loop's repeated backward
+    ):
+        return
+    _backward_leaves(tensors, grad_tensors, None, retain_graph, create_graph, inputs)
+
+
+def _backward_leaves(tensors, grad_tensors, checked=None, retain_graph=None, create_graph=False, inputs=None):
+    """backward() the ordinary way: run the rules, realize the gradients, set ``.grad``. Returns the nodes
+    visited (engine/backward_replay.py records this call to replay it)."""
     if grad_tensors is None:
         grad_tensors = [None] * len(tensors)
     leaf_grads, order = _run_backward(
-        list(tensors), list(grad_tensors), retain_graph, create_graph, want=inputs
+        list(tensors), list(grad_tensors), retain_graph, create_graph, want=inputs, checked=checked
     )
     updates = []
     for t, g in leaf_grads.values():
@@ -107,7 +123,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         _finish(order, grads, retain_graph, create_graph)
         for t, g in updates:
             t.grad = g
-        return
+        return order
     # Gradients are computed straight into persistent memory where they can be (a jit trace copies them: its
     # replay keeps the memory it traced).
     place, keys = place_gradients(grads) if jit._tape is None else (None, None)
@@ -119,6 +135,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             t.grad = type(g)._from_storage(st, g.shape, g.dtype, g.device)
         else:
             t.grad = persistent_copy(g)
+    return order
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):

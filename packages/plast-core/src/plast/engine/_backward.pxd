@@ -1,0 +1,3 @@
+from ._graph cimport Node
+
+cdef check_versions(Node node)
