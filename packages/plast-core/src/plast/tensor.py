@@ -43,7 +43,7 @@ class Tensor(TensorBase):
     # ---- metadata ----
     def size(self, dim=None):
         if dim is None:
-            return self._shape
+            return self.shape
         from .ops.shapes import norm_dim
 
         return self._shape[norm_dim(dim, self.ndim, "size")]

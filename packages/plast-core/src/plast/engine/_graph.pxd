@@ -2,7 +2,12 @@
 # and walking a graph touch no per-object dicts.
 
 cdef class TensorBase:
-    cdef public object _shape        # plast.Size
+    # NOTE: an exact tuple, never a plast.Size: CPython gives a Python subclass of tuple a generic item slot (a
+    # Python-level __getitem__ call per item, about 0.2 us) that C code indexing a shape would take; typed as a
+    # tuple, Cython reads the items directly. The shape property hands out a plast.Size, made once (_size, from
+    # the _shape object _size_of: .data = x may assign another shape).
+    cdef public tuple _shape
+    cdef object _size, _size_of
     cdef public object _strides      # tuple, in elements
     cdef public Py_ssize_t _offset   # in elements
     cdef public object dtype

@@ -40,7 +40,10 @@ cdef class TensorBase:
 
     @property
     def shape(self):
-        return self._shape
+        if self._size_of is not self._shape:
+            self._size = _Size(self._shape)
+            self._size_of = self._shape
+        return self._size
 
     @property
     def ndim(self):
@@ -135,8 +138,8 @@ cdef tuple contiguous_strides(tuple shape):
 
 cdef TensorBase new_lazy(type cls, object shape, object dtype, object device, object node, Py_ssize_t index):
     cdef TensorBase t = TensorBase.__new__(cls)
-    if type(shape) is not _Size:
-        shape = _Size(shape)
+    if type(shape) is not tuple:
+        shape = tuple(shape)
     t._shape = shape
     t._strides = contiguous_strides(<tuple>shape)
     t.dtype = dtype
@@ -219,7 +222,7 @@ cpdef list record(object op, object inputs, object args, object specs, object de
     for shape, dtype in specs:
         if view:  # strides and offset are set below from the arguments: skip the contiguous ones
             o = TensorBase.__new__(_Tensor)
-            o._shape = shape if type(shape) is _Size else _Size(shape)
+            o._shape = shape if type(shape) is tuple else tuple(shape)
             o.dtype = dtype
             o.device = device
             o._node = node
