@@ -200,7 +200,9 @@ def test_shapes_are_sizes_outside_and_exact_tuples_inside():
     """``.shape`` and ``.size()`` are plast.Size, as torch's; the field the compiled code indexes is an exact tuple
     (a tuple subclass would cost a Python-level call per item read from C), and follows ``.data =``."""
     t = plast.ones(2, 3) * 2.0
-    assert type(t.shape) is plast.Size and type(t.size()) is plast.Size and repr(t.shape) == "plast.Size([2, 3])"
+    assert (
+        type(t.shape) is plast.Size and type(t.size()) is plast.Size and repr(t.shape) == "plast.Size([2, 3])"
+    )
     assert t.shape is t.shape  # made once
     assert type(t._shape) is tuple and t.size(1) == 3 and t.size(-1) == 3
     assert type(t.T._shape) is tuple and t.T.shape == (3, 2)
