@@ -11,7 +11,7 @@ An in-place op computes the new value out of place from an alias of the old one,
 import weakref
 
 from . import autograd_state, jit
-from ._graph import Node
+from ._mutation import apply_mutation  # noqa: F401 (compiled: optimizer updates call it every step)
 from .realize import realize
 
 
@@ -127,8 +127,6 @@ def _write_window(t, old, new):
         x._storage.check()
     inputs = (t,) + rest
     kernel(node, inputs, [t])
-    from . import jit
-
     jit.note_kernel(kernel, node, inputs, [t])
     st.version += 1
     return True
@@ -187,40 +185,3 @@ def apply_inplace(t, fn, opname):
             new._node.outputs[new._index] = weakref.ref(t)
     t._version += 1
     return t
-
-
-def apply_mutation(op, inputs, args, mutated):
-    """Run `op` now, writing into the memory of ``inputs[i] for i in mutated`` (fused optimizer updates).
-
-    The kernel is called as ``kernel(node, inputs, [])`` and writes in place. Mutated tensors must be realized
-    tensors outside any differentiable graph (parameters, optimizer state); reads of their old values that
-    were recorded but not yet computed are computed first, and their storage versions go up, so autograd
-    catches a backward that would read an overwritten value.
-    """
-    if autograd_state.grad_enabled and any(inputs[i].requires_grad for i in mutated):
-        raise RuntimeError(
-            f"{op.name}: updates tensors that require grad in place; call it under `with plast.no_grad():`"
-        )
-    pending = []
-    for i in mutated:
-        t = inputs[i]
-        if t._storage is None or (t._node is not None and t._node.needs_grad):  # not a leaf (t.grad_fn)
-            raise RuntimeError(f"{op.name}: input {i} must be a realized leaf tensor (a parameter or state)")
-        if t._storage.readers:
-            pending += _pending_readers(t._storage)
-    others = [t for t in inputs if t._storage is None]
-    if pending or others:
-        realize(pending + others)
-    for t in inputs:
-        t._storage.check()
-    node = Node(op, tuple(inputs), args, [], inputs[0].device)
-    node.outputs = []
-    kernel = op.kernels.get(inputs[0].device.type)
-    if kernel is None:
-        raise NotImplementedError(f"op {op.name!r} has no {inputs[0].device.type} kernel yet")
-    jit.note_mutation(node)
-    kernel(node, node.inputs, [])
-    node.done = True
-    for i in mutated:
-        inputs[i]._storage.version += 1
-        inputs[i]._version += 1
