@@ -97,14 +97,27 @@ def topo(list roots):
 
 
 cdef check_versions(Node node):
-    for i, (t, v) in enumerate(zip(node.inputs, node.versions)):
-        if t._storage is not None and t._storage.version != v:
-            raise RuntimeError(
-                f"one of the tensors needed for gradient computation has been modified by an in-place operation: "
-                f"input {i} of {node.op.name} (shape {tuple(t.shape)}, {t.dtype}) is at version "
-                f"{t._storage.version}, but backward expected version {v}. Make the in-place change on a "
-                f".clone(), or make it after backward()"
-            )
+    cdef tuple inputs = node.inputs if type(node.inputs) is tuple else tuple(node.inputs)
+    cdef tuple versions = node.versions if type(node.versions) is tuple else tuple(node.versions)
+    cdef Py_ssize_t i
+    cdef TensorBase t
+    for i in range(len(inputs)):
+        t = <TensorBase?>inputs[i]
+        st = t._storage
+        if st is None:
+            continue
+        v = (<Storage>st).version if type(st) is Storage else st.version
+        if v != versions[i]:
+            _version_error(node, i, t)
+
+
+cdef _version_error(Node node, Py_ssize_t i, TensorBase t):
+    raise RuntimeError(
+        f"one of the tensors needed for gradient computation has been modified by an in-place operation: "
+        f"input {i} of {node.op.name} (shape {tuple(t.shape)}, {t.dtype}) is at version "
+        f"{t._storage.version}, but backward expected version {node.versions[i]}. Make the in-place change on a "
+        f".clone(), or make it after backward()"
+    )
 
 
 cdef class _Pass:

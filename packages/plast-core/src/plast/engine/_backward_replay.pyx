@@ -22,14 +22,17 @@ graph's structure and replays the kernels the first such call ran, as ``@plast.j
 cimport cython
 from cpython.ref cimport PyObject, Py_REFCNT
 from cpython.weakref cimport PyWeakref_GetObject
+from libc.stdlib cimport calloc, free
 
 from ._backward cimport check_versions
-from ._graph cimport Node, TensorBase, add_readers, new_lazy
+from ._graph cimport Node, TensorBase, add_readers, env_zero, new_lazy
 from ..memory.arena cimport Arena, Storage
 
 from .. import _arenas
+from ..devices import CPU
 from . import autograd_state
 
+cdef object _CPU = CPU  # the device most tensors carry (compared by identity first)
 cdef dict _ARENAS = _arenas._arenas  # {device type: (persistent, transient)}, mutated in place
 
 # Marks of scan() on the nodes it visits. They share Node._mark with _scheduler.analyze, whose marks count up
@@ -68,6 +71,56 @@ cdef inline Arena _arena(object dev_type, int which):
     return <Arena?>a
 
 
+cdef int _off = 0  # >0 inside backward_replay.disabled()
+cdef object _record = None, _run = None, _jit = None, _realize = None  # bound on first use (they import this)
+
+
+def set_off(int delta):
+    """backward_replay.disabled(): replays are off while the count is above zero."""
+    global _off
+    _off += delta
+
+
+def try_replay(root):
+    """``root.backward()`` with the implicit gradient, the graph freed and no jit trace running, through a
+    replayed program where one applies (or recorded into one: see backward_replay.py). False, having done
+    nothing, when the caller must run backward the ordinary way."""
+    global _record, _run, _jit, _realize
+    if _record is None:
+        from . import backward_replay, jit, realize
+        from .autograd import _backward_leaves
+
+        _record, _run, _jit, _realize = backward_replay.record, _backward_leaves, jit, realize
+    if (
+        _off
+        or not isinstance(root, TensorBase)
+        or autograd_state.anomaly_detection
+        or _jit._tape is not None
+        or _realize._FIRED is not None  # watch_fusions() wants to see the scheduler's groups
+        or env_zero(b"PLAST_PLAN_CACHE")
+    ):
+        return False
+    s = scan(root, not env_zero(b"PLAST_FUSION"))
+    if s is None:
+        return False
+    p = lookup(s)
+    if p is False:
+        return False
+    if p is not None:
+        return replay(p, s)  # False: a guard failed (see backward_replay.build), the ordinary path runs
+    _record(s, root, _run)
+    return True
+
+
+cdef inline bint _on_cpu(object dev):
+    return dev is _CPU or (<str?>dev.type) == "cpu"
+
+
+cdef inline unsigned long long _word(object o) noexcept:
+    # dtypes and ops are singletons: their address is their identity
+    return <unsigned long long><size_t><PyObject *>o
+
+
 def scan(TensorBase root, bint fuse):
     """The Scan of the graph behind `root`, or None when a replay can't stand in for backward on it."""
     global _epoch
@@ -75,83 +128,96 @@ def scan(TensorBase root, bint fuse):
         return None
     _epoch += 1
     cdef unsigned long long ep = _epoch
-    # ---- topological order, inputs first (the walk of _scheduler.schedule, over backward's edges)
+    # ---- topological order, inputs first (the walk of _scheduler.schedule, over backward's edges): a node is
+    # pushed, then pushed again above its inputs with `expanded` set, and placed when popped that second time
     cdef list order = []
-    cdef list stack = [(root._node, False)]
+    cdef list stack = [root._node]
+    cdef list expanded = [False]
     cdef Node node, p
     cdef TensorBase t
-    cdef bint expanded
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
+        node = <Node>stack.pop()
+        if expanded.pop():
             node._pos = len(order)
             order.append(node)
             continue
         if node._mark == ep:
             continue
         node._mark = ep
-        if node.inputs is None or node.device.type != "cpu":
+        if node.inputs is None or not _on_cpu(node.device):
             return None  # a freed graph (backward raises its error) or another device
-        stack.append((node, True))
+        stack.append(node)
+        expanded.append(True)
         for x in node.inputs:
             t = <TensorBase>x
             if _in_graph(t) and (<Node>t._node)._mark != ep:
-                stack.append((t._node, False))
+                stack.append(t._node)
+                expanded.append(False)
     # ---- the key
     cdef Py_ssize_t total = 0, k, j
     for x in order:
         node = <Node>x
         node._out0 = total
         total += len(node.specs)
-    cdef list uses = [0] * total
+    cdef Py_ssize_t *uses = <Py_ssize_t *>calloc(max(total, 1), sizeof(Py_ssize_t))
+    if uses == NULL:
+        raise MemoryError("backward replay: out of memory")
+    try:
+        return _key(order, total, uses, fuse)
+    finally:
+        free(uses)
+
+
+cdef object _key(list order, Py_ssize_t total, Py_ssize_t *uses, bint fuse):
     cdef list leaves = []
     cdef list sig = []
     cdef dict leaf_ids = {}
     cdef unsigned long long h = _mix(<unsigned long long>len(order), fuse)
+    cdef Node node, p
+    cdef TensorBase t, g
+    cdef Py_ssize_t k, j
     for x in order:
         node = <Node>x
         sig.append(node.op)
         sig.append(node.args)
         sig.append(node.specs)
-        h = _mix(h, <unsigned long long><size_t><PyObject *>node.op)
+        h = _mix(h, _word(node.op))
         h = _mix(h, <unsigned long long>hash(node.args))
-        for shape, dtype in node.specs:
-            h = _mix(h, <unsigned long long>hash(shape))
-            h = _mix(h, <unsigned long long>dtype.code)
+        for spec in node.specs:
+            h = _mix(h, <unsigned long long>hash((<tuple?>spec)[0]))
+            h = _mix(h, _word((<tuple>spec)[1]))
         h = _mix(h, 4 + 2 * node.needs_grad + (node.versions is not None))
         for y in node.inputs:
             t = <TensorBase>y
             if _in_graph(t):
                 p = <Node>t._node
-                k = p._out0 + t._index
-                uses[k] += 1
+                uses[p._out0 + t._index] += 1
                 h = _mix(h, 1)
                 h = _mix(h, <unsigned long long>p._pos)
                 h = _mix(h, <unsigned long long>t._index)
                 continue
-            lid = leaf_ids.get(id(t))
+            lid = leaf_ids.get(<size_t><PyObject *>t)
             if lid is not None:
                 h = _mix(h, 2)
                 h = _mix(h, <unsigned long long>(<Py_ssize_t>lid))
                 continue
-            if t._storage is None or t._hooks or t.device.type != "cpu":
+            if t._storage is None or t._hooks or not _on_cpu(t.device):
                 return None
-            leaf_ids[id(t)] = len(leaves)
+            leaf_ids[<size_t><PyObject *>t] = len(leaves)
             leaves.append(t)
             sig.append((t._shape, t.dtype, t._strides))
             h = _mix(h, 3)
             h = _mix(h, <unsigned long long>hash(t._shape))
-            h = _mix(h, <unsigned long long>t.dtype.code)
+            h = _mix(h, _word(t.dtype))
             h = _mix(h, <unsigned long long>hash(t._strides))
             h = _mix(h, t.requires_grad)
             if t.requires_grad and t.grad is not None:
                 g = <TensorBase?>t.grad
-                if g._storage is None or g.device.type != "cpu":
+                if g._storage is None or not _on_cpu(g.device):
                     return None
                 h = _mix(h, <unsigned long long>hash(g._shape))
-                h = _mix(h, <unsigned long long>g.dtype.code)
+                h = _mix(h, _word(g.dtype))
                 h = _mix(h, <unsigned long long>hash(g._strides))
-                g = None
     # which outputs someone outside the graph holds (the ones backward computes for them), as realize decides
     t = None
     y = None
@@ -168,7 +234,7 @@ def scan(TensorBase root, bint fuse):
                     return None
                 if (<TensorBase>obj)._storage is not None:
                     k = 2
-                elif Py_REFCNT(<object>obj) > <Py_ssize_t>uses[node._out0 + j]:
+                elif Py_REFCNT(<object>obj) > uses[node._out0 + j]:
                     k = 1
             h = _mix(h, 8 + k)
             j += 1

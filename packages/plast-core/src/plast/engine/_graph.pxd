@@ -55,6 +55,16 @@ cdef class Node:
     cdef object __weakref__
 
 
+from libc.stdlib cimport getenv
+
+
+cdef inline bint env_zero(const char *name) noexcept:
+    """The environment variable `name` is exactly "0" (a PLAST_* switch turned off). Read from the C environment,
+    which os.environ writes through to, so a switch set at run time (tests' monkeypatch.setenv) is seen."""
+    cdef const char *v = getenv(name)
+    return v != NULL and v[0] == 48 and v[1] == 0
+
+
 cdef tuple contiguous_strides(tuple shape)
 cdef TensorBase new_lazy(type cls, object shape, object dtype, object device, object node, Py_ssize_t index)
 cpdef add_readers(object holder, object refs)

@@ -33,6 +33,16 @@ def tensor_class():
     return _Tensor
 
 
+def fusion_enabled():
+    """The fusion rules are on (PLAST_FUSION is not "0"); read on every realize."""
+    return not env_zero(b"PLAST_FUSION")
+
+
+def plan_cache_enabled():
+    """The scheduler's plan cache (and eager backward replays) are on (PLAST_PLAN_CACHE is not "0")."""
+    return not env_zero(b"PLAST_PLAN_CACHE")
+
+
 @cython.auto_pickle(False)
 cdef class TensorBase:
     """A tensor's fields and its most-read metadata. Other methods live on plast.Tensor (tensor.py and the op

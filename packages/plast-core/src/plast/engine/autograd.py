@@ -94,7 +94,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         and inputs is None
         and (grad_tensors is None or grad_tensors[0] is None)
         and jit._tape is None
-        and backward_replay.backward(tensors[0], _backward_leaves)  # a training loop's repeated backward
+        and backward_replay.try_replay(tensors[0])  # a training loop's repeated backward
     ):
         return
     _backward_leaves(tensors, grad_tensors, None, retain_graph, create_graph, inputs)

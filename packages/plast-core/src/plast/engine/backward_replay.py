@@ -8,10 +8,9 @@ unreplayable and keeps running the ordinary way. ``PLAST_PLAN_CACHE=0`` turns re
 """
 
 import contextlib
-import os
 
 from . import _backward_replay as _br
-from . import autograd_state, fusion, realize
+from . import realize
 from ._backward import root_ones
 from ._graph import Node, tensor_class
 from ._scheduler import _GroupKernel, set_capture
@@ -19,49 +18,27 @@ from .planner import place
 
 stats = _br.stats
 clear = _br.clear
-_off = 0  # >0 inside disabled()
+try_replay = _br.try_replay  # compiled: the entry point, called by every eligible backward()
 
 
 @contextlib.contextmanager
 def disabled():
     """Backward runs the ordinary way inside the block (tests compare the two; bench/ counts the ops a step
     records)."""
-    global _off
-    _off += 1
+    _br.set_off(1)
     try:
         yield
     finally:
-        _off -= 1
+        _br.set_off(-1)
 
 
 class Unreplayable(Exception):
     """What a backward call did can't be replayed on the next graph with its key (the message says why)."""
 
 
-def backward(root, run):
-    """``root.backward()`` (implicit gradient, graph freed) through a replayed program where one applies. `run`
-    is the ordinary backward, ``run(roots, grad_roots, checked) -> nodes visited``. Returns False, doing
-    nothing, when the caller must run it itself."""
-    if (
-        _off
-        or autograd_state.anomaly_detection
-        or realize._FIRED is not None  # watch_fusions() wants to see the scheduler's groups
-        or os.environ.get("PLAST_PLAN_CACHE", "1") == "0"
-    ):
-        return False
-    s = _br.scan(root, fusion.enabled())
-    if s is None:
-        return False
-    p = _br.lookup(s)
-    if p is False:
-        return False
-    if p is not None:
-        return _br.replay(p, s)  # False: a guard failed (see build), this graph takes the ordinary path
-    _record(s, root, run)
-    return True
-
-
-def _record(s, root, run):
+def record(s, root, run):
+    """Run ``root.backward()`` the ordinary way (`run`, ``run(roots, grad_roots, checked) -> nodes visited``) on
+    the graph of Scan `s`, recording its kernels, and keep the Program they make (or mark the key unreplayable)."""
     grads_before = [t.grad for t in s.leaves]
     ones = root_ones(root)
     capture, checked = [], []

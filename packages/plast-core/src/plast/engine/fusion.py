@@ -9,7 +9,7 @@ root's outputs from the captured inputs; the intermediates are never materialize
 ``PLAST_FUSION=0`` turns fusion off; results agree either way (tests check each rule both ways).
 """
 
-import os
+from ._graph import fusion_enabled
 
 
 class Pat:
@@ -96,8 +96,7 @@ def may_fuse(order):
     return False
 
 
-def enabled():
-    return os.environ.get("PLAST_FUSION", "1") != "0"
+enabled = fusion_enabled  # PLAST_FUSION=0 turns the rules off (compiled: read on every realize)
 
 
 # ---- devices ---------------------------------------------------------------------------------------------------

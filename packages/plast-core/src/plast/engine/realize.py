@@ -9,6 +9,7 @@ import os
 
 from .. import _arenas
 from . import chains, fusion, jit
+from ._graph import plan_cache_enabled
 from ._scheduler import CHAIN, RULE, analyze, execute, op_sequence, planned_slots, rebuild_groups, schedule
 
 
@@ -52,8 +53,9 @@ def watch_fusions():
         _FIRED = prev
 
 
-def _cache_enabled():
-    return os.environ.get("PLAST_PLAN_CACHE", "1") != "0"
+_cache_enabled = (
+    plan_cache_enabled  # PLAST_PLAN_CACHE=0 turns the plan cache off (compiled: read per realize)
+)
 
 
 def scheduler_stats(reset=False):
