@@ -22,7 +22,7 @@ graph's structure and replays the kernels the first such call ran, as ``@plast.j
 cimport cython
 from cpython.ref cimport PyObject, Py_REFCNT
 from cpython.weakref cimport PyWeakref_GetObject
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, free, malloc
 
 from ._backward cimport check_versions
 from ._graph cimport Node, TensorBase, add_readers, env_zero, new_lazy
@@ -254,34 +254,67 @@ cdef inline void _check(object st) except *:
 cdef object _run_steps = None, _Tensor = None
 
 
+cdef Py_ssize_t *_table(list values, Py_ssize_t width) except NULL:
+    """A C copy of a list of `width`-tuples of ints (or of ints, width 1), row after row."""
+    cdef Py_ssize_t n = len(values), i, j
+    cdef Py_ssize_t *out = <Py_ssize_t *>malloc(max(1, n * width) * sizeof(Py_ssize_t))
+    if out == NULL:
+        raise MemoryError("backward replay: out of memory")
+    for i in range(n):
+        if width == 1:
+            out[i] = values[i]
+        else:
+            for j in range(width):
+                out[i * width + j] = values[i][j]
+    return out
+
+
 @cython.final
 cdef class Program:
     """The kernels of one backward call, over tensors rebound to each call's graph (see the module docstring).
 
     Sources of memory, by index: the graph's input tensors [0, n), their ``.grad`` tensors [n, 2n), and the
-    memory the kernels write [2n, 2n + len(nbytes)): transient (slices of one block) or persistent (gradients).
+    memory the kernels write [2n, 2n + m): transient (slices of one block) or persistent (gradients). The
+    integer tables are C arrays: a replay reads them without touching a Python object.
     """
 
     cdef readonly list sig          # the Scan.sig of the graph this program was built from
-    cdef Py_ssize_t n               # input tensors
+    cdef Py_ssize_t n, m            # input tensors, written sources
     cdef list steps                 # compiled kernel steps (engine/_replay.pyx)
     cdef list aliases               # the tensors the steps read and write, rebound on every replay
-    cdef list alias_src, alias_delta  # per alias: its source, its element offset from the source's
-    cdef list nbytes, block_offset  # per written source: bytes, byte offset in the block or -1 (persistent)
+    cdef Py_ssize_t *alias_tab      # per alias: its source, its element offset from the source's
+    cdef Py_ssize_t *write_tab      # per written source: bytes, byte offset in the block or -1 (persistent)
     cdef Py_ssize_t block_bytes
     cdef list check_pos             # graph positions of the nodes whose saved inputs' versions are checked
-    cdef list finals                # per graph position: (done, inputs: 0 kept, 1 freed, 2 dropped, unlink outputs)
-    cdef list held                  # (position, output, source, element offset): outputs given their values
+    cdef Py_ssize_t n_nodes
+    cdef Py_ssize_t *final_tab      # per graph position: done, inputs (0 kept, 1 freed, 2 dropped), unlink outputs
+    cdef Py_ssize_t n_held
+    cdef Py_ssize_t *held_tab       # (position, output, source, element offset): outputs given their values
     cdef list grads                 # (input index, source, shape, dtype): the .grad each input gets
     cdef list guards                # (input index, tensor): inputs that must be these very tensors
+
+    def __cinit__(self):
+        self.alias_tab = self.write_tab = self.final_tab = self.held_tab = NULL
+
+    def __dealloc__(self):
+        free(self.alias_tab)
+        free(self.write_tab)
+        free(self.final_tab)
+        free(self.held_tab)
 
     def __init__(self, sig, n, steps, aliases, alias_src, alias_delta, nbytes, block_offset, block_bytes,
                  check_pos, finals, held, grads, guards):
         self.sig, self.n, self.steps, self.aliases = sig, n, steps, aliases
-        self.alias_src, self.alias_delta = alias_src, alias_delta
-        self.nbytes, self.block_offset, self.block_bytes = nbytes, block_offset, block_bytes
-        self.check_pos, self.finals, self.held, self.grads = check_pos, finals, held, grads
-        self.guards = guards
+        self.alias_tab = _table(list(zip(alias_src, alias_delta)), 2)
+        self.m = len(nbytes)
+        self.write_tab = _table(list(zip(nbytes, block_offset)), 2)
+        self.block_bytes = block_bytes
+        self.check_pos = check_pos
+        self.n_nodes = len(finals)
+        self.final_tab = _table([(int(d), i, int(u)) for d, i, u in finals], 3)
+        self.n_held = len(held)
+        self.held_tab = _table(held, 4)
+        self.grads, self.guards = grads, guards
 
     @property
     def n_steps(self):
@@ -297,77 +330,84 @@ cdef class Program:
 
             _run_steps, _Tensor = run, tensor_class()
         cdef list order = s.order, leaves = s.leaves
-        cdef Py_ssize_t n = self.n, i, k, m = len(self.nbytes)
+        cdef Py_ssize_t n = self.n, i, k, m = self.m, src
         for i, x in self.guards:
             if leaves[i] is not x:
                 return False
         for pos in self.check_pos:
             check_versions(<Node>order[pos])
         cdef list storages = [None] * (2 * n + m)
-        cdef list bases = [0] * (2 * n)
+        cdef Py_ssize_t *bases = <Py_ssize_t *>malloc(max(1, 2 * n) * sizeof(Py_ssize_t))
+        if bases == NULL:
+            raise MemoryError("backward replay: out of memory")
         cdef TensorBase t, g
-        for i in range(n):
-            t = <TensorBase>leaves[i]
-            _check(t._storage)
-            storages[i] = t._storage
-            bases[i] = t._offset
-            if t.grad is not None:
-                g = <TensorBase>t.grad
-                _check(g._storage)
-                storages[n + i] = g._storage
-                bases[n + i] = g._offset
         cdef Storage block = None, v
         cdef Py_ssize_t off
-        if self.block_bytes:
-            block = _arena("cpu", 1).alloc(self.block_bytes)
-        cdef Arena persistent = _arena("cpu", 0)
-        for k in range(m):
-            off = <Py_ssize_t>self.block_offset[k]
-            if off < 0:
-                storages[2 * n + k] = persistent.alloc(<Py_ssize_t>self.nbytes[k])
-                continue
-            v = Storage.__new__(Storage)  # a slice of the block (memory.arena.view_of, inlined)
-            v.ptr = block.ptr + off
-            v.nbytes = <Py_ssize_t>self.nbytes[k]
-            v.block_bytes = 0
-            v.arena = None
-            v.owner = block
-            storages[2 * n + k] = v
-        cdef Py_ssize_t src
-        for k in range(len(self.aliases)):
-            t = <TensorBase>self.aliases[k]
-            src = <Py_ssize_t>self.alias_src[k]
-            t._storage = storages[src]
-            t._offset = (<Py_ssize_t>bases[src] if src < 2 * n else 0) + <Py_ssize_t>self.alias_delta[k]
-            t._npcache = None
+        cdef Arena persistent
+        try:
+            for i in range(n):
+                t = <TensorBase>leaves[i]
+                _check(t._storage)
+                storages[i] = t._storage
+                bases[i] = t._offset
+                bases[n + i] = 0
+                if t.grad is not None:
+                    g = <TensorBase>t.grad
+                    _check(g._storage)
+                    storages[n + i] = g._storage
+                    bases[n + i] = g._offset
+            if self.block_bytes:
+                block = _arena("cpu", 1).alloc(self.block_bytes)
+            persistent = _arena("cpu", 0)
+            for k in range(m):
+                off = self.write_tab[2 * k + 1]
+                if off < 0:
+                    storages[2 * n + k] = persistent.alloc(self.write_tab[2 * k])
+                    continue
+                v = Storage.__new__(Storage)  # a slice of the block (memory.arena.view_of, inlined)
+                v.ptr = block.ptr + off
+                v.nbytes = self.write_tab[2 * k]
+                v.block_bytes = 0
+                v.arena = None
+                v.owner = block
+                storages[2 * n + k] = v
+            for k in range(len(self.aliases)):
+                t = <TensorBase>self.aliases[k]
+                src = self.alias_tab[2 * k]
+                t._storage = storages[src]
+                t._offset = (bases[src] if src < 2 * n else 0) + self.alias_tab[2 * k + 1]
+                t._npcache = None
+        finally:
+            free(bases)
         _run_steps(self.steps)
         cdef PyObject *obj
         cdef Node node
-        for pos, j, src, off in self.held:
-            node = <Node>order[pos]
-            obj = PyWeakref_GetObject(node.outputs[j])
+        cdef Py_ssize_t *row
+        for k in range(self.n_held):
+            row = self.held_tab + 4 * k
+            node = <Node>order[row[0]]
+            obj = PyWeakref_GetObject(node.outputs[row[1]])
             if obj == NULL or <object>obj is None:
                 continue
             t = <TensorBase>obj
-            t._storage = storages[src]
-            t._offset = off
+            t._storage = storages[row[2]]
+            t._offset = row[3]
             if t._readers is not None:  # readers recorded while it had no memory now watch its memory
                 add_readers(t._storage, t._readers)
                 t._readers = None
         t = None
-        k = 0
-        for done, inputs, unlink in self.finals:
+        for k in range(self.n_nodes):
+            row = self.final_tab + 3 * k
             node = <Node>order[k]
-            k += 1
-            node.done = done
-            if unlink:
+            node.done = row[0]
+            if row[2]:
                 for ref in node.outputs:
                     obj = PyWeakref_GetObject(ref)
                     if obj != NULL and <object>obj is not None:
                         (<TensorBase>obj)._node = None
-            if inputs == 1:
+            if row[1] == 1:
                 node.inputs = None
-            elif inputs == 2:
+            elif row[1] == 2:
                 node.inputs = ()
         for i, src, shape, dtype in self.grads:
             t = <TensorBase>leaves[i]
