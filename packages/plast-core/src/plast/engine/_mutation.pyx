@@ -4,13 +4,42 @@
 this once per optimizer step, and its checks over every parameter, gradient and state tensor were most of the
 step's optimizer time in Python."""
 
+from cpython.ref cimport PyObject
+from cpython.weakref cimport PyWeakref_GetObject
+
 from ._graph cimport Node, TensorBase
 from ..memory.arena cimport Storage
 
 from . import autograd_state, jit
 from .realize import realize
 
-cdef object _pending_readers = None
+
+
+def pending_readers(storage):
+    """Outputs of recorded nodes that will read `storage` and are not computed yet (the storage's reader list
+    is pruned to the nodes that still matter: not run yet, or backward will read through them again)."""
+    rd = storage.readers
+    if not rd:
+        return []
+    cdef list outs = []
+    cdef list keep = []
+    cdef PyObject *obj
+    cdef Node n
+    for r in rd:
+        obj = PyWeakref_GetObject(r)
+        if obj == NULL or <object>obj is None:
+            continue
+        n = <Node>obj
+        if n.needs_grad and n.inputs:
+            keep.append(r)  # backward will read through it again
+        if n.done:
+            continue
+        for o in n.outputs:
+            obj = PyWeakref_GetObject(o)
+            if obj != NULL and <object>obj is not None and (<TensorBase>obj)._storage is None:
+                outs.append(<object>obj)
+    storage.readers = keep or None
+    return outs
 
 
 cdef inline void _check(object st) except *:
@@ -29,7 +58,6 @@ def apply_mutation(op, list inputs, args, list mutated):
     were recorded but not yet computed are computed first, and their storage versions go up, so autograd
     catches a backward that would read an overwritten value.
     """
-    global _pending_readers
     cdef TensorBase t
     cdef Py_ssize_t i
     if autograd_state.grad_enabled:
@@ -44,9 +72,7 @@ def apply_mutation(op, list inputs, args, list mutated):
         if t._storage is None or (t._node is not None and (<Node>t._node).needs_grad):  # not a leaf (t.grad_fn)
             raise RuntimeError(f"{op.name}: input {i} must be a realized leaf tensor (a parameter or state)")
         if t._storage.readers:
-            if _pending_readers is None:
-                from .inplace import _pending_readers
-            pending = (pending or []) + _pending_readers(t._storage)
+            pending = (pending or []) + pending_readers(t._storage)
     cdef list others = None
     for x in inputs:
         if (<TensorBase?>x)._storage is None:

@@ -12,6 +12,7 @@ import weakref
 
 from . import autograd_state, jit
 from ._mutation import apply_mutation  # noqa: F401 (compiled: optimizer updates call it every step)
+from ._mutation import pending_readers as _pending_readers
 from .realize import realize
 
 
@@ -30,29 +31,6 @@ def _alias(t):
 def _undo_alias(t, a):
     if t._node is not None and t._node.outputs is not None:
         t._node.outputs[t._index] = weakref.ref(t)
-
-
-def _pending_readers(storage):
-    """Outputs of recorded nodes that will read `storage` and are not computed yet."""
-    rd = storage.readers
-    if not rd:
-        return []
-    outs = []
-    keep = []
-    for r in rd:
-        n = r()
-        if n is None:
-            continue
-        if n.needs_grad and n.inputs:
-            keep.append(r)  # backward will read through it again
-        if n.done:
-            continue
-        for o in n.outputs:
-            t = o()
-            if t is not None and t._storage is None:
-                outs.append(t)
-    storage.readers = keep or None
-    return outs
 
 
 def _repoint_readers(t, old):
