@@ -267,3 +267,35 @@ def test_anomaly_mode_turns_replays_off():
     with plast.autograd.set_detect_anomaly(True):
         (w * 2.0).sum().backward()
     assert backward_replay.stats()["replays"] == before
+
+
+def _many_ops(mask_index):
+    idx = plast.tensor([2, 0, 1, 2])
+
+    def loss(p, x):
+        w, b, g = p
+        h = x @ w  # (4, 3)
+        h += b  # in place on an intermediate
+        h.clamp_(min=0.0)
+        h = h * 1.5
+        h[0] = h[1] * 2.0  # a write through a view of an intermediate
+        y = plast.cat([h, h[:, :1].exp()], dim=1)  # (4, 4)
+        y = plast.layer_norm(y, (4,), weight=g)
+        y = y.masked_fill(y > 1.0, 0.5)
+        z = plast.softmax(y, dim=-1)[plast.arange(4), idx]  # integer indexing
+        out = z.sum() + plast.gather(y, 1, idx.view(4, 1)).pow(2).mean()
+        return out + y[y < 0].sum() if mask_index else out
+
+    return loss
+
+
+def test_in_place_ops_views_and_indexing_in_the_forward_replay():
+    """In-place ops on intermediates (rebound in the graph), writes through views, gathers, cat, masked_fill,
+    softmax, layer_norm and integer indexing: the replayed backward equals the ordinary one."""
+    _compare(_many_ops(False), [(5, 3), (3,), (4,)], _fresh((4, 5)), steps=6)
+
+
+def test_boolean_mask_indexing_computes_values_first_and_takes_the_ordinary_path():
+    """y[y < 0] has a data-dependent shape: the forward computes y before backward, so no replay (and the same
+    results)."""
+    _compare(_many_ops(True), [(5, 3), (3,), (4,)], _fresh((4, 5)), steps=6, replays=0)

@@ -172,6 +172,7 @@ cdef object _key(list order, Py_ssize_t total, Py_ssize_t *uses, bint fuse):
     cdef list leaves = []
     cdef list sig = []
     cdef dict leaf_ids = {}
+    cdef dict mem = {}  # id(storage) -> (index of the first input in it, its offset)
     cdef unsigned long long h = _mix(<unsigned long long>len(order), fuse)
     cdef Node node, p
     cdef TensorBase t, g
@@ -203,9 +204,19 @@ cdef object _key(list order, Py_ssize_t total, Py_ssize_t *uses, bint fuse):
                 continue
             if t._storage is None or t._hooks or not _on_cpu(t.device):
                 return None
+            # inputs that share memory (x and x.view(...)) must share it the same way on every graph with this
+            # key: a program reads such memory through the first of them (backward_replay.build)
+            first = mem.get(<size_t><PyObject *>t._storage)
+            if first is None:
+                mem[<size_t><PyObject *>t._storage] = (len(leaves), t._offset)
+                share = None
+            else:
+                share = ((<tuple>first)[0], t._offset - <Py_ssize_t>(<tuple>first)[1])
+                h = _mix(h, 5 + <unsigned long long>(<Py_ssize_t>share[0]))
+                h = _mix(h, <unsigned long long>(<Py_ssize_t>share[1]))
             leaf_ids[<size_t><PyObject *>t] = len(leaves)
             leaves.append(t)
-            sig.append((t._shape, t.dtype, t._strides))
+            sig.append((t._shape, t.dtype, t._strides, share))
             h = _mix(h, 3)
             h = _mix(h, <unsigned long long>hash(t._shape))
             h = _mix(h, _word(t.dtype))

@@ -72,10 +72,14 @@ def build(s, capture, checked, visited, grads_before, ones):
         if t is None:
             continue
         k = id(t._storage)
-        if k in given:
-            shared.add(k)  # two inputs share memory: which one a read means is not known
-        given[k] = i
         bases[i] = t._offset
+        if k not in given:
+            given[k] = i
+        elif i >= n:
+            shared.add(k)  # a gradient in an input's memory: which one a read means is not known
+        # else: inputs sharing memory share it the same way on every graph with this key (scan hashes how), so
+        # a read of it goes through the first of them
+
     from ..tensor import _SCALAR_CACHE
 
     consts = {id(c._storage) for c in _SCALAR_CACHE.values()}
