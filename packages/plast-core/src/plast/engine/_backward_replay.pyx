@@ -26,7 +26,7 @@ from libc.stdlib cimport calloc, free, malloc
 
 from ._backward cimport check_versions
 from ._graph cimport Node, TensorBase, add_readers, env_zero, new_lazy
-from ..memory.arena cimport Arena, Storage
+from ..memory.arena cimport Arena, Storage, check_storage
 
 from .. import _arenas
 from ..devices import CPU
@@ -254,12 +254,6 @@ cdef object _key(list order, Py_ssize_t total, Py_ssize_t *uses, bint fuse):
     return s
 
 
-cdef inline void _check(object st) except *:
-    if type(st) is Storage:
-        if (<Storage>st).stale():
-            st.check()  # raises StaleTensorError with the explanation
-    else:
-        st.check()
 
 
 cdef object _run_steps = None, _Tensor = None
@@ -358,13 +352,13 @@ cdef class Program:
         try:
             for i in range(n):
                 t = <TensorBase>leaves[i]
-                _check(t._storage)
+                check_storage(t._storage)
                 storages[i] = t._storage
                 bases[i] = t._offset
                 bases[n + i] = 0
                 if t.grad is not None:
                     g = <TensorBase>t.grad
-                    _check(g._storage)
+                    check_storage(g._storage)
                     storages[n + i] = g._storage
                     bases[n + i] = g._offset
             if self.block_bytes:

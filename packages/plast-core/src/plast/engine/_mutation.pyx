@@ -8,7 +8,7 @@ from cpython.ref cimport PyObject
 from cpython.weakref cimport PyWeakref_GetObject
 
 from ._graph cimport Node, TensorBase
-from ..memory.arena cimport Storage
+from ..memory.arena cimport Storage, check_storage
 
 from . import autograd_state, jit
 from .realize import realize
@@ -42,12 +42,6 @@ def pending_readers(storage):
     return outs
 
 
-cdef inline void _check(object st) except *:
-    if type(st) is Storage:
-        if (<Storage>st).stale():
-            st.check()  # raises StaleTensorError with the explanation
-    else:
-        st.check()
 
 
 def apply_mutation(op, list inputs, args, list mutated):
@@ -81,7 +75,7 @@ def apply_mutation(op, list inputs, args, list mutated):
     if pending or others:
         realize((pending or []) + (others or []))
     for x in inputs:
-        _check((<TensorBase>x)._storage)
+        check_storage((<TensorBase>x)._storage)
     t = <TensorBase>inputs[0]
     node = Node(op, tuple(inputs), args, [], t.device)
     node.outputs = []

@@ -15,7 +15,7 @@ from plast.backends.cpu._kernels cimport binary_run, copy_run
 from plast.backends.cpu._matmul cimport AddmmActKernel, AddmmKernel, MatmulKernel
 from plast.backends.cpu.fastpath cimport SumKernel
 from ._graph cimport Node, OpDef, TensorBase, add_readers, nbytes, new_lazy
-from ..memory.arena cimport Arena, Storage
+from ..memory.arena cimport Arena, Storage, check_storage
 
 from .. import _arenas
 from . import autograd_state, jit
@@ -67,12 +67,6 @@ def note_copy(dst, src):
         _capture.append((_K_copy, None, (src,), [dst]))
 
 
-cdef inline void _check(object st) except *:
-    if type(st) is Storage:
-        if (<Storage>st).stale():
-            st.check()  # raises StaleTensorError with the explanation
-    else:
-        st.check()
 
 
 def schedule(targets):
@@ -207,7 +201,7 @@ cpdef run_node(Node node, dict slots, object check_nan):
     if kernel is None:
         raise NotImplementedError(f"op {op.name!r} has no {dev_type} kernel yet")
     for x in node.inputs:
-        _check((<TensorBase>x)._storage)
+        check_storage((<TensorBase>x)._storage)
     cdef TensorBase o
     cdef Py_ssize_t j = 0
     cdef TensorBase src
@@ -275,7 +269,7 @@ cpdef run_group(object g, dict slots):
         j += 1
     inputs = g.inputs
     for x in inputs:
-        _check((<TensorBase>x)._storage)
+        check_storage((<TensorBase>x)._storage)
     kernel, args = g.kernel, g.args
     try:
         if not outs or not _run_group_c(kernel, root, inputs, outs, args):

@@ -34,3 +34,13 @@ cdef class Storage:
             # a slice of a planned block (view_of) is as stale as its block
             return isinstance(self.owner, Storage) and (<Storage>self.owner).stale()
         return self.arena.transient and self.generation != self.arena.generation
+
+
+cdef inline void check_storage(object st) except *:
+    """Raise StaleTensorError (Storage.check explains the fix) when `st` was freed by a transient reset; `st` may
+    be another device's storage, checked by its own method."""
+    if type(st) is Storage:
+        if (<Storage>st).stale():
+            st.check()
+    else:
+        st.check()
