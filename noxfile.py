@@ -47,6 +47,7 @@ TEST_DEPS = ["pytest", "hypothesis", "numpy"]
 TORCH = "torch==2.13.0"  # the test oracle and benchmark peer; never a runtime dependency
 RUFF = "ruff==0.17.6"  # pinned so that `ruff format --check` means the same everywhere (tox.ini too)
 RUN_PYTEST = ROOT / "tests" / "run_pytest.py"
+BUILD_CACHE = ROOT / ".nox" / "plast-build-cache"  # compiled extensions of editable installs (setup.py)
 CHECK_SUBSET = ROOT / "tests" / "subsets" / "check_subset.py"
 
 # subset -> distributions installed; each runs from wheels ("regular") and as editable installs
@@ -147,7 +148,11 @@ def install_dists(session: nox.Session, shorts: list[str], *extra: str, editable
             args += ["-e", str(PACKAGES / DISTS[short])]
         else:
             args.append(str(wheel(session, short)))
-    session.install("-q", *(["--no-build-isolation"] if editable else []), *args, *extra)
+    # Editable installs of plast-core compile in place; PLAST_BUILD_CACHE (setup.py) lets the sessions that
+    # install the same tree share each extension, keyed by a hash of what goes into it, instead of compiling
+    # it in every session.
+    env = {"PLAST_BUILD_CACHE": str(BUILD_CACHE)} if editable else None
+    session.install("-q", *(["--no-build-isolation"] if editable else []), *args, *extra, env=env)
 
 
 def run_pytest(session: nox.Session, short: str, *args: str) -> None:

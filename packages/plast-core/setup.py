@@ -8,9 +8,15 @@ Build-time switches (environment variables):
                          run on any x86-64 and picks its SIMD path at run time (csrc/cpu_features.c).
   PLAST_NO_OPENMP=1      build without OpenMP even when the compiler has it (single-threaded kernels).
   PLAST_DEBUG_BUILD=1    -O0 -g, bounds checks on in Cython.
+  PLAST_BUILD_CACHE=DIR  keep each compiled extension in DIR under a hash of everything that goes into it (its
+                         generated C, the C sources and headers beside the kernels, the compiler flags and
+                         versions) and copy it from there instead of compiling it again. nox sets it: its
+                         editable-install sessions would otherwise compile the same tree four times.
 """
 
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -24,12 +30,80 @@ from setuptools.command.build_ext import build_ext
 
 
 class ParallelBuildExt(build_ext):
-    """Compile extensions in parallel (each .pyx is its own module)."""
+    """Compile extensions in parallel (each .pyx is its own module), through PLAST_BUILD_CACHE when it is set."""
 
     def finalize_options(self):
         super().finalize_options()
         if self.parallel is None:
             self.parallel = os.cpu_count() or 1
+
+    def build_extension(self, ext):
+        cache = os.environ.get("PLAST_BUILD_CACHE")
+        if not cache:
+            return super().build_extension(ext)
+        target = Path(self.get_ext_fullpath(ext.name))
+        cached = Path(cache) / f"{ext.name}.{_extension_key(ext)}{target.suffix}"
+        if cached.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(cached, target)
+            return None
+        super().build_extension(ext)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(cached.name + f".{os.getpid()}.tmp")
+        shutil.copy2(target, tmp)
+        os.replace(tmp, cached)  # atomic: a concurrent build never sees half a file
+        return None
+
+
+def _extension_key(ext) -> str:
+    """A hash of everything that decides an extension's binary: its .pyx and every .pxd and C file of the
+    package (what its generated C can include), its C sources, flags and Cython directives, and the compiler,
+    Python, numpy and Cython versions. (Not the generated C itself: it names the .pxd files of the numpy it was
+    made against, inside each virtualenv.)"""
+    h = hashlib.sha256()
+    for part in (
+        _compiler(),
+        _cc_version,
+        sys.version,
+        np.__version__,
+        _cython_version(),
+        repr(sorted(_DIRECTIVES.items())),
+        repr(ext.extra_compile_args),
+        repr(ext.extra_link_args),
+        repr(ext.define_macros),
+        # numpy's include dir lies inside each virtualenv: numpy is keyed by its version above
+        repr([d for d in ext.include_dirs if d != np.get_include()]),
+    ):
+        h.update(part.encode() + b"\0")
+    pyx = SRC / Path(*ext.name.split(".")).with_suffix(".pyx")
+    h.update(pyx.read_bytes())
+    for src in ext.sources:
+        path = Path(src) if Path(src).is_absolute() else HERE / src
+        if path.with_suffix(".pyx") != pyx:  # the generated C of the .pyx is keyed by the .pyx
+            h.update(src.encode() + b"\0" + path.read_bytes())
+    h.update(_package_digest())
+    return h.hexdigest()[:24]
+
+
+_PACKAGE_DIGEST = None
+
+
+def _package_digest() -> bytes:
+    global _PACKAGE_DIGEST
+    if _PACKAGE_DIGEST is None:
+        h = hashlib.sha256()
+        files = list((SRC / "plast").rglob("*.pxd")) + list((SRC / "plast").rglob("csrc/*"))
+        for f in sorted(files):
+            if f.is_file():
+                h.update(str(f.relative_to(SRC)).encode() + b"\0" + f.read_bytes())
+        _PACKAGE_DIGEST = h.digest()
+    return _PACKAGE_DIGEST
+
+
+def _cython_version() -> str:
+    import Cython
+
+    return Cython.__version__
 
 
 HERE = Path(__file__).parent.resolve()
@@ -99,12 +173,16 @@ def _extensions() -> list[Extension]:
     return exts
 
 
+def _compiler_version() -> str:
+    cc = _compiler()
+    try:
+        return subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    except (OSError, IndexError):
+        return cc
+
+
 # Recorded so that plast.show_config() can say how this copy was built.
-_cc = _compiler()
-try:
-    _cc_version = subprocess.run([_cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-except (OSError, IndexError):
-    _cc_version = _cc
+_cc_version = _compiler_version()
 _omp_on = bool(_omp()[0])
 (SRC / "plast" / "_build_info.py").write_text(
     "# Written by setup.py at build time; do not edit.\n"
@@ -113,18 +191,20 @@ _omp_on = bool(_omp()[0])
     f"MARCH_NATIVE = {os.environ.get('PLAST_MARCH_NATIVE') == '1'!r}\n"
 )
 
+_DIRECTIVES = {
+    "boundscheck": os.environ.get("PLAST_DEBUG_BUILD") == "1",
+    "wraparound": False,
+    "cdivision": True,
+    "initializedcheck": False,
+    "embedsignature": True,
+}
+
 setup(
     cmdclass={"build_ext": ParallelBuildExt},
     ext_modules=cythonize(
         _extensions(),
         language_level=3,
-        compiler_directives={
-            "boundscheck": os.environ.get("PLAST_DEBUG_BUILD") == "1",
-            "wraparound": False,
-            "cdivision": True,
-            "initializedcheck": False,
-            "embedsignature": True,
-        },
+        compiler_directives=_DIRECTIVES,
         nthreads=os.cpu_count() or 1,
     ),
 )
