@@ -60,20 +60,18 @@ def apply_mutation(op, list inputs, args, list mutated):
                 raise RuntimeError(
                     f"{op.name}: updates tensors that require grad in place; call it under `with plast.no_grad():`"
                 )
-    cdef list pending = None
+    cdef list pending = []  # what must be computed first: old values' pending readers, then inputs
     for i in mutated:
         t = <TensorBase?>inputs[i]
         if t._storage is None or (t._node is not None and (<Node>t._node).needs_grad):  # not a leaf (t.grad_fn)
             raise RuntimeError(f"{op.name}: input {i} must be a realized leaf tensor (a parameter or state)")
         if t._storage.readers:
-            pending = (pending or []) + pending_readers(t._storage)
-    cdef list others = None
+            pending.extend(pending_readers(t._storage))
     for x in inputs:
         if (<TensorBase?>x)._storage is None:
-            others = others or []
-            others.append(x)
-    if pending or others:
-        realize((pending or []) + (others or []))
+            pending.append(x)
+    if pending:
+        realize(pending)
     for x in inputs:
         check_storage((<TensorBase>x)._storage)
     t = <TensorBase>inputs[0]

@@ -67,8 +67,6 @@ def note_copy(dst, src):
         _capture.append((_K_copy, None, (src,), [dst]))
 
 
-
-
 def schedule(targets):
     """Nodes needed to realize `targets`, in topological order (inputs first)."""
     cdef list order = []
