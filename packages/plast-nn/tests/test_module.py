@@ -116,6 +116,75 @@ def test_load_state_dict_error_message_matches_torch():
     assert str(pe.value) == str(te.value)
 
 
+def test_member_mirror_follows_every_change():
+    """Parameters, buffers and children are copied into the instance __dict__ (a plain attribute read is much
+    cheaper than Module.__getattr__); every way of changing the three dicts keeps the copy right."""
+    import copy
+
+    m = nn.Linear(2, 3)
+    w, b = m.weight, m.bias
+    assert m.__dict__["weight"] is w and m.weight is w
+    del m.bias
+    assert "bias" not in m.__dict__ and "bias" not in m._parameters
+    with pytest.raises(AttributeError):
+        _ = m.bias
+    m._parameters["bias"] = b  # written straight into the dict, as weight_norm-style code does
+    assert m.bias is b
+    m._parameters.pop("bias")
+    assert not hasattr(m, "bias")
+    m._parameters.setdefault("bias", b)
+    assert m.bias is b
+    p2 = nn.Parameter(plast.zeros(3, 2))
+    m._parameters.update(weight=p2)
+    assert m.weight is p2
+    m.weight = None
+    assert m.weight is None and m._parameters["weight"] is None
+    m.weight = w
+    name, last = m._parameters.popitem()
+    assert name == "bias" and not hasattr(m, "bias")
+    m._parameters.clear()
+    assert not hasattr(m, "weight") and "weight" not in m.__dict__
+    m.weight, m.bias = w, b
+    m.register_buffer("scale", plast.ones(3))
+    m.scale = plast.full((3,), 2.0)
+    assert m.scale.tolist() == [2.0, 2.0, 2.0] and m.__dict__["scale"] is m._buffers["scale"]
+
+    # a name the class defines is never shadowed by the copy (it was never reached through __getattr__)
+    m._parameters["forward"] = nn.Parameter(plast.zeros(1))
+    assert "forward" not in m.__dict__ and callable(m.forward)
+    del m._parameters["forward"]
+
+    # deep copies: the copy's dicts mirror into the copy, and its parameters are new
+    seq = nn.Sequential(m, nn.ReLU())
+    dup = copy.deepcopy(seq)
+    assert dup[0].weight is not w and dup[0].weight is dup[0]._parameters["weight"]
+    assert np.array_equal(dup[0].weight.detach().numpy(), w.detach().numpy())
+    dup[0].weight = nn.Parameter(plast.zeros(3, 2))
+    assert seq[0].weight is w and dup[0].weight is dup[0]._parameters["weight"]
+    # shallow copies share parameters but not the dicts, so replacing one in the copy leaves the original
+    sh = copy.copy(m)
+    assert sh.weight is w and sh._parameters is not m._parameters
+    sh.weight = nn.Parameter(plast.zeros(3, 2))
+    assert m.weight is w and m._parameters["weight"] is w and sh.weight is sh._parameters["weight"]
+
+
+def test_dropped_module_frees_its_parameters_at_once():
+    # no reference cycle through the mirrored dicts: a dropped model gives its memory back without the cyclic
+    # garbage collector
+    import gc
+
+    gc.collect()
+    gc.disable()
+    try:
+        before = plast.arena_stats()["cpu"]["persistent"]["in_use_bytes"]
+        m = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64))
+        assert plast.arena_stats()["cpu"]["persistent"]["in_use_bytes"] > before
+        del m
+        assert plast.arena_stats()["cpu"]["persistent"]["in_use_bytes"] == before
+    finally:
+        gc.enable()
+
+
 def test_registration_routing_and_errors():
     m = nn.Module()
     m.w = nn.Parameter(plast.zeros(2))
@@ -123,7 +192,8 @@ def test_registration_routing_and_errors():
     m.register_buffer("b", plast.ones(1))
     m.plain = 3
     assert list(m._parameters) == ["w"] and list(m._modules) == ["sub"] and list(m._buffers) == ["b"]
-    assert "w" not in m.__dict__ and m.plain == 3
+    # routed into _parameters; the instance dict holds the same object (a mirror, see module._Members)
+    assert m.__dict__["w"] is m._parameters["w"] and m.plain == 3
     with pytest.raises(TypeError, match="cannot assign 'Tensor' as parameter 'w'"):
         m.w = plast.zeros(2)
     m.w = None
@@ -146,7 +216,7 @@ def test_registration_routing_and_errors():
     assert "sub" not in m._modules
     # a Parameter replaces a plain attribute of the same name, as in torch
     m.plain = nn.Parameter(plast.ones(1))
-    assert "plain" in m._parameters and "plain" not in m.__dict__
+    assert "plain" in m._parameters and m.__dict__["plain"] is m._parameters["plain"]
 
     class Early(nn.Module):
         def __init__(self):
