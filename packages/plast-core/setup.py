@@ -45,7 +45,11 @@ class ParallelBuildExt(build_ext):
         cached = Path(cache) / f"{ext.name}.{_extension_key(ext)}{target.suffix}"
         if cached.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(cached, target)
+            # a fresh mtime, not the cached file's: `build_ext --inplace` copies the build's file into the
+            # tree only when it is newer than the one there, and a binary restored from the cache is usually
+            # older than the one it must replace (an edit undone)
+            shutil.copyfile(cached, target)
+            shutil.copymode(cached, target)
             return None
         super().build_extension(ext)
         cached.parent.mkdir(parents=True, exist_ok=True)

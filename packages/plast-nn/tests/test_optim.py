@@ -120,8 +120,14 @@ def test_param_groups_and_one_fused_call(monkeypatch):
     calls = []
     real = plast.adam_update_
     monkeypatch.setattr(plast, "adam_update_", lambda *a, **k: (calls.append(len(a[0])), real(*a, **k)))
+    monkeypatch.setenv("PLAST_PLAN_CACHE", "0")  # no eager replays: every step gathers and calls again
     _run(popt, topt, pp, tp, rng, np.float32, 15)
     assert calls == [4] * 15  # every parameter of both groups in one call per step
+    # with replays, the first step's single call is the one replayed
+    monkeypatch.delenv("PLAST_PLAN_CACHE")
+    calls.clear()
+    _run(popt, topt, pp, tp, rng, np.float32, 5)
+    assert calls == [4] and len(popt._replay) == 1 and popt._replay.runs == 4
     assert [g["lr"] for g in popt.param_groups] == [1e-2, 1e-3]
     extra = nn.Parameter(plast.ones(2))
     popt.add_param_group({"params": extra, "betas": (0.5, 0.5)})

@@ -9,6 +9,14 @@ refreshed from ``param_groups`` before every update (so a scheduler's change to
 ``group['lr']`` takes effect), and step counts are tensors the kernel increments. A plan replayed by
 ``@plast.jit`` therefore never holds a learning rate or a step count as a constant; before a replay, call
 ``_refresh_hyper()`` (what ``step()`` does first) to carry Python-side changes into those tensors.
+
+Eager steps replay: the first eager ``step()`` records the fused calls its ``_update`` makes, and later steps
+hand this step's gradients to the same calls (core's ``engine._mutation.UpdateReplay``) instead of gathering
+parameters, state and hyperparameters in Python again, as long as nothing they were built from changed: the
+replay checks the param lists, which parameters have gradients, every state entry and every option of every
+group (other than the hyperparameters, which it reads from their tensors). Anything else that changes the
+update's structure drops the replay here: a new hyperparameter tensor, a hyperparameter becoming zero or
+nonzero, ``add_param_group``, ``load_state_dict``, moved state. ``PLAST_PLAN_CACHE=0`` turns replays off.
 """
 
 from collections import defaultdict
@@ -16,6 +24,7 @@ from copy import deepcopy
 from itertools import chain
 
 import plast
+from plast.engine import _mutation
 from plast.engine import jit as _jit
 from plast.errors import DeviceMismatchError
 from plast.tensor import Tensor
@@ -49,6 +58,7 @@ class Optimizer:
         self.state = defaultdict(dict)
         self.param_groups = []
         self._hyper_cache = {}
+        self._replay = None  # the last eager step's fused calls, replayed while valid (module docstring)
         if isinstance(params, Tensor):
             raise TypeError(
                 "params argument given to the optimizer should be an iterable of Tensors or dicts, but got "
@@ -99,6 +109,7 @@ class Optimizer:
             raise ValueError("some parameters appear in more than one parameter group")
         self._group_device(param_group, len(self.param_groups))
         self.param_groups.append(param_group)
+        self._replay = None
 
     # ---- gradients and steps ----
     def zero_grad(self, set_to_none=True):
@@ -125,9 +136,45 @@ class Optimizer:
         # Under @plast.jit this is a runtime input: the replay refreshes the hyperparameter tensors from
         # param_groups before every call, so schedulers keep working without retracing.
         _jit.runtime_input(self._refresh_hyper)
+        replay = self._replay
+        if replay is not None and replay.run():
+            return loss
+        self._replay = None
         with plast.no_grad():
-            self._update()
+            if _jit._tape is not None or not _mutation.replays_enabled():
+                self._update()
+            else:
+                _mutation.capture_begin()
+                try:
+                    self._update()
+                finally:
+                    calls = _mutation.capture_end()
+                self._replay = self._make_replay(calls)
         return loss
+
+    def _make_replay(self, calls):
+        """An UpdateReplay of `calls` (this step's fused updates) watching what they were built from, or None
+        when they cannot be replayed (none made, or one on another device than the CPU)."""
+        if not calls:
+            return None
+        skip = ("params",) + tuple(self._hyper_keys)
+        params = [p for g in self.param_groups for p in g["params"]]
+        sequences = [(self.param_groups, list(self.param_groups))]
+        attrs = [(self, "state", self.state), (self, "param_groups", self.param_groups)]
+        watch = []
+        for g in self.param_groups:
+            sequences.append((g["params"], list(g["params"])))
+            watch.extend((g, k, v) for k, v in g.items() if k not in skip)
+            watch.append((g, "params", g["params"]))
+        for p in params:
+            st = self.state.get(p)
+            if st is not None:
+                watch.append((self.state, p, st))
+                watch.extend((st, k, v) for k, v in st.items())
+        try:
+            return _mutation.UpdateReplay(calls, sequences, params, watch, attrs)
+        except ValueError:
+            return None
 
     def _update(self):
         raise NotImplementedError(f"{type(self).__name__} does not implement its update")
@@ -153,6 +200,7 @@ class Optimizer:
     def _move_state(self, group, device):
         """Move a group's state tensors to `device`, where its parameters now are (the model was moved after the
         optimizer was made): the state follows its parameter, as ``load_state_dict`` places it."""
+        self._replay = None
         with plast.no_grad():
             for p in group["params"]:
                 st = self.state.get(p)
@@ -177,29 +225,46 @@ class Optimizer:
         """Write each group's current hyperparameters into its persistent float64 tensor (in place, only when
         they changed). The tensor lives on the group's device (the fused update reads it there); a group whose
         parameters moved gets a new one, and its state is moved along."""
-        live = set()
+        cache = self._hyper_cache
+        keys = self._hyper_keys
+        stale = len(cache) != len(self.param_groups)
         for i, group in enumerate(self.param_groups):
-            key = id(group)
-            live.add(key)
-            vals = self._hyper_values(group)
-            entry = self._hyper_cache.get(key)
+            entry = cache.get(id(group))
             params = group["params"]
             dev = params[0].device if params else _CPU
-            if entry is None or entry[0] is not group or (entry[3] is not dev and entry[3] != dev):
-                dev = self._group_device(group, i)
-                self._move_state(group, dev)
-                self._hyper_cache[key] = [
-                    group,
-                    plast.tensor(vals, dtype=plast.float64, device=dev),
-                    vals,
-                    dev,
-                ]
-            elif entry[2] != vals:
-                with plast.no_grad():
-                    entry[1].copy_(plast.tensor(vals, dtype=plast.float64, device=dev))
-                entry[2] = vals
-        for key in [k for k in self._hyper_cache if k not in live]:
-            del self._hyper_cache[key]
+            if entry is not None and entry[0] is group and (entry[3] is dev or entry[3] == dev):
+                # fast path: the group's raw values are the very ones last seen (a Tensor value may have
+                # changed in place, so a group holding one always takes the full read)
+                raw = [group[k] for k in keys]
+                if raw == entry[4] and not entry[5]:
+                    continue
+                vals = self._hyper_values(group)
+                if entry[2] != vals:
+                    with plast.no_grad():
+                        entry[1].copy_(plast.tensor(vals, dtype=plast.float64, device=dev))
+                    if [v == 0 for v in vals] != [v == 0 for v in entry[2]]:
+                        self._replay = None  # a hyperparameter turned zero or nonzero: the calls may differ
+                    entry[2] = vals
+                entry[4], entry[5] = raw, any(isinstance(v, Tensor) for v in raw)
+                continue
+            vals = self._hyper_values(group)
+            dev = self._group_device(group, i)
+            self._move_state(group, dev)
+            raw = [group[k] for k in keys]
+            cache[id(group)] = [
+                group,
+                plast.tensor(vals, dtype=plast.float64, device=dev),
+                vals,
+                dev,
+                raw,
+                any(isinstance(v, Tensor) for v in raw),
+            ]
+            self._replay = None
+            stale = True
+        if stale:
+            live = {id(g) for g in self.param_groups}
+            for key in [k for k in cache if k not in live]:
+                del cache[key]
 
     def _hyper(self, group):
         return self._hyper_cache[id(group)][1]
@@ -276,6 +341,7 @@ class Optimizer:
         self.state = state
         self.param_groups = new_groups
         self._hyper_cache = {}
+        self._replay = None
         self._after_load()
 
     def _after_load(self):

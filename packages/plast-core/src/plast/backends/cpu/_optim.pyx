@@ -7,8 +7,13 @@ sgd_update / adam_update / rmsprop_update node.
 it and returns the indices of the parameters it left to the numpy fallback (tensors it cannot take as flat
 arrays: a gradient of another dtype than its parameter, layouts that are not dense or differ between a
 parameter, its gradient and its state). Hyperparameters are read from their tensors on every call, never from
-``node.args``. A node that a ``@plast.jit`` plan replays keeps its Plan: each call only checks that every input
-still has the same storage, offset and strides, so the per-call cost is a few microseconds.
+``node.args``. A node that is run again (a ``@plast.jit`` plan's, or an eager optimizer's replayed update,
+engine/_mutation.UpdateReplay) keeps its Plan: each call only checks that every input still lies at the same
+address with the same shape, strides and dtype, so the per-call cost is well under a microsecond.
+
+The check is by address, not by storage object: an eager step's gradients are new tensors every step, but the
+arena hands them the blocks the previous step's gradients gave back, so the table usually still holds. A Plan
+holds no storage (that would keep the old gradients' blocks from being reused).
 """
 
 from libc.stdint cimport int8_t, int32_t
@@ -23,6 +28,7 @@ from plast.memory.arena cimport Storage
 
 from plast import dtypes as _dtypes
 from plast.engine import jit as _jit
+from plast.engine._mutation import replayed as _replayed
 
 cdef extern from "optim.h" nogil:
     int PLAST_OPT_SGD
@@ -58,7 +64,7 @@ DEF NOGIL_MIN = 16384
 
 cdef object _F32 = _dtypes.float32
 cdef object _F64 = _dtypes.float64
-cdef object _plans = weakref.WeakKeyDictionary()  # node -> Plan, for nodes a jit plan replays
+cdef object _plans = weakref.WeakKeyDictionary()  # node -> Plan, for nodes run more than once
 cdef Py_ssize_t _built = 0  # Plans packed since import (tests check that replays reuse theirs)
 
 
@@ -115,15 +121,18 @@ cdef class Plan:
     hyperparameter tensors' addresses, and what each input's layout was when it was packed."""
 
     cdef plast_opt_tensor *ts
-    cdef Py_ssize_t count, total, ninputs
+    cdef Py_ssize_t *pidx     # the parameter index of each table entry
+    cdef Py_ssize_t count, total, ninputs, n, h
+    cdef Py_ssize_t roles[3]  # input index of parameter 0's state buffers (parameter i's: + i), or -1
+    cdef Py_ssize_t rc        # ... and of its step counter, or -1
     cdef int kind, flags, nhyper, width
     cdef double *hyper
     cdef const char **hptr
     cdef int8_t *hdt
     cdef list hslow           # hyper tensors read through numpy (not contiguous), else None
-    cdef tuple storages       # every input's storage, offset and strides when packed
+    cdef char **addrs         # every input's storage base address, offset, shape, strides and dtype when packed
     cdef Py_ssize_t *offsets
-    cdef tuple strides
+    cdef tuple shapes, strides, dtypes
     cdef readonly tuple rest  # parameter indices left to the numpy fallback
 
     def __cinit__(self):
@@ -132,6 +141,8 @@ cdef class Plan:
         self.hptr = NULL
         self.hdt = NULL
         self.offsets = NULL
+        self.addrs = NULL
+        self.pidx = NULL
 
     def __dealloc__(self):
         free(self.ts)
@@ -139,6 +150,8 @@ cdef class Plan:
         free(self.hptr)
         free(self.hdt)
         free(self.offsets)
+        free(self.addrs)
+        free(self.pidx)
 
     def __init__(self, int kind, tuple args, inputs):
         cdef Py_ssize_t n = args[0], h = args[1], m = len(inputs)
@@ -179,10 +192,12 @@ cdef class Plan:
         self._record_layout(inputs)
         self._pack_hyper(inputs)
         self.ts = <plast_opt_tensor *>malloc(max(1, n) * sizeof(plast_opt_tensor))
-        if self.ts == NULL:
+        self.pidx = <Py_ssize_t *>malloc(max(1, n) * sizeof(Py_ssize_t))
+        if self.ts == NULL or self.pidx == NULL:
             raise MemoryError("optimizer update: out of memory")
-        cdef Py_ssize_t roles[3]
-        roles[0], roles[1], roles[2] = r0, r1, r2
+        self.n, self.h, self.rc = n, h, rc
+        self.roles[0], self.roles[1], self.roles[2] = r0, r1, r2
+        cdef Py_ssize_t *roles = self.roles
         rest = []
         cdef Py_ssize_t i, numel, c = 0
         cdef int j, dt
@@ -219,33 +234,55 @@ cdef class Plan:
             e.n = numel
             e.row = hidx[i]
             e.dtype = dt
-            if rc >= 0:
-                e.counter = _ptr(t, e.counter_dtype, rc + i)
-            if numel:
-                e.param = _ptr(p, dt, h + i)
-                e.grad = _ptr(g, dt, h + n + i)
-                for j in range(3):
-                    if roles[j] >= 0:
-                        e.state[j] = _ptr(inputs[roles[j] + i], dt, roles[j] + i)
+            self.pidx[c] = i
             self.total += numel
             c += 1
         self.count = c
         self.rest = tuple(rest)
+        self._point(inputs)
+
+    cdef int _point(self, inputs) except -1:
+        """Fill the table's addresses from `inputs` (laid out as when the table was packed)."""
+        cdef Py_ssize_t c, i, n = self.n, h = self.h
+        cdef int j, dt
+        cdef plast_opt_tensor *e
+        for c in range(self.count):
+            e = &self.ts[c]
+            i = self.pidx[c]
+            dt = e.dtype
+            if self.rc >= 0:
+                e.counter = _ptr(inputs[self.rc + i], e.counter_dtype, self.rc + i)
+            if e.n:
+                e.param = _ptr(inputs[h + i], dt, h + i)
+                e.grad = _ptr(inputs[h + n + i], dt, h + n + i)
+                for j in range(3):
+                    if self.roles[j] >= 0:
+                        e.state[j] = _ptr(inputs[self.roles[j] + i], dt, self.roles[j] + i)
+        for j in range(self.nhyper):
+            if self.hptr[j] != NULL:
+                self.hptr[j] = _ptr(inputs[j], self.hdt[j], j)
+        for c in range(self.ninputs):
+            self.addrs[c] = _base(inputs[c])
+        return 0
 
     cdef _record_layout(self, inputs):
         cdef Py_ssize_t k, m = self.ninputs
         cdef TensorBase t
         self.offsets = <Py_ssize_t *>malloc(max(1, m) * sizeof(Py_ssize_t))
-        if self.offsets == NULL:
+        self.addrs = <char **>malloc(max(1, m) * sizeof(char *))
+        if self.offsets == NULL or self.addrs == NULL:
             raise MemoryError("optimizer update: out of memory")
-        sts, strs = [], []
+        shs, strs, dts = [], [], []
         for k in range(m):
             t = inputs[k]
             self.offsets[k] = t._offset
-            sts.append(t._storage)
+            self.addrs[k] = _base(t)
+            shs.append(t._shape)
             strs.append(t._strides)
-        self.storages = tuple(sts)
+            dts.append(t.dtype)
+        self.shapes = tuple(shs)
         self.strides = tuple(strs)
+        self.dtypes = tuple(dts)
 
     cdef _pack_hyper(self, inputs):
         cdef int r, dt, h = self.nhyper
@@ -270,20 +307,27 @@ cdef class Plan:
                 slow.append(r)
         self.hslow = slow
 
-    cdef bint matches(self, inputs):
-        """Every input still has the memory and layout it was packed with."""
+    cdef int matches(self, inputs) except -1:
+        """2 when every input still lies where it lay when packed, with the same offset, shape, strides and
+        dtype (then every address and length in the table is still right, whichever storage objects hold the
+        memory now); 1 when only storage addresses differ (``_point`` makes the table right again); else 0."""
         cdef Py_ssize_t k
         cdef TensorBase t
-        cdef tuple sts = self.storages, strs = self.strides
+        cdef tuple shs = self.shapes, strs = self.strides, dts = self.dtypes
+        cdef int same = 2
         if len(inputs) != self.ninputs:
-            return False
+            return 0
         for k in range(self.ninputs):
             t = inputs[k]
-            if t._storage is not sts[k] or t._offset != self.offsets[k]:
-                return False
+            if type(t._storage) is not Storage or t._offset != self.offsets[k] or t.dtype is not dts[k]:
+                return 0
+            if (<Storage>t._storage).ptr != self.addrs[k]:
+                same = 1
+            if t._shape is not shs[k] and t._shape != shs[k]:
+                return 0
             if t._strides is not strs[k] and t._strides != strs[k]:
-                return False
-        return True
+                return 0
+        return same
 
     cdef int run(self, inputs) except -1:
         cdef int r, j, rc
@@ -319,6 +363,12 @@ cdef class Plan:
         return 0
 
 
+cdef inline char *_base(TensorBase t) noexcept:
+    """The base address of t's host storage, or NULL (no host memory: such a Plan never matches)."""
+    st = t._storage
+    return (<Storage>st).ptr if type(st) is Storage else NULL
+
+
 cdef bint _same_order(TensorBase p, TensorBase t):
     """t (of p's shape) lays its elements out in memory in p's order."""
     if t._strides is p._strides or t._strides == p._strides:
@@ -336,8 +386,12 @@ def run(int kind, node, inputs):
     returns the indices of the parameters left to the numpy fallback."""
     global _built
     cdef Plan plan = _plans.get(node)
-    if plan is None or not plan.matches(inputs):
-        keep = plan is not None or _jit.tracing()
+    cdef int fit = plan.matches(inputs) if plan is not None else 0
+    if fit == 1:
+        plan._point(inputs)  # the same layouts in other blocks (an eager step's new gradients)
+    elif fit == 0:
+        # kept for nodes that run again: a jit plan's, an eager optimizer's replayed update's
+        keep = plan is not None or _jit.tracing() or node in _replayed
         plan = Plan(kind, node.args, inputs)
         _built += 1
         if keep:
