@@ -8,28 +8,11 @@ with an integer tensor gives float32; a Python int or float with a float32 tenso
 
 import numpy as np
 
+from ._dtype import dtype as _DType
 from .errors import DTypeError
 
-
-class dtype:
-    """A plast element type. Compare with ``plast.float32`` etc.; ``np`` is the matching numpy dtype."""
-
-    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "_rank", "code")
-
-    def __init__(self, name, np_dtype, rank, code):
-        self.name = name
-        self.np = np.dtype(np_dtype)
-        self.itemsize = self.np.itemsize
-        self.is_floating_point = self.np.kind == "f"
-        self.is_signed = self.np.kind in "if"
-        self._rank = rank
-        self.code = code  # small int used by the C kernels and in plan fingerprints
-
-    def __repr__(self):
-        return f"plast.{self.name}"
-
-    def __reduce__(self):
-        return (_by_name, (self.name,))
+# compiled (_dtype.pyx): kernels read itemsize, code and is_floating_point as C fields
+dtype = _DType
 
 
 bool_ = dtype("bool", np.bool_, 0, 0)

@@ -1,6 +1,8 @@
 # The compiled core of the graph (DESIGN §2): tensors' fields and graph nodes as C structs, so recording an op
 # and walking a graph touch no per-object dicts.
 
+from plast._dtype cimport dtype as DType
+
 cdef class TensorBase:
     # NOTE: an exact tuple, never a plast.Size: CPython gives a Python subclass of tuple a generic item slot (a
     # Python-level __getitem__ call per item, about 0.2 us) that C code indexing a shape would take; typed as a
@@ -10,7 +12,7 @@ cdef class TensorBase:
     cdef object _size, _size_of
     cdef public object _strides      # tuple, in elements
     cdef public Py_ssize_t _offset   # in elements
-    cdef public object dtype
+    cdef public DType dtype          # typed: compiled code reads itemsize, code, is_floating_point as C fields
     cdef public object device
     cdef public object _storage      # Storage while realized, else None
     cdef public object _node         # the Node that produces this tensor, or None (a leaf or a computed value)

@@ -152,6 +152,8 @@ cdef TensorBase new_lazy(type cls, object shape, object dtype, object device, ob
         shape = tuple(shape)
     t._shape = shape
     t._strides = contiguous_strides(<tuple>shape)
+    if dtype is None:  # compiled code reads dtype fields unchecked (TensorBase.dtype is typed)
+        raise TypeError("a tensor needs a dtype, got None")
     t.dtype = dtype
     t.device = device
     t._node = node
@@ -233,6 +235,8 @@ cpdef list record(object op, object inputs, object args, object specs, object de
         if view:  # strides and offset are set below from the arguments: skip the contiguous ones
             o = TensorBase.__new__(_Tensor)
             o._shape = shape if type(shape) is tuple else tuple(shape)
+            if dtype is None:
+                raise TypeError(f"{op.name}: an output needs a dtype, got None")
             o.dtype = dtype
             o.device = device
             o._node = node

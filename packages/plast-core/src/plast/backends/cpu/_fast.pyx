@@ -16,7 +16,7 @@ from libc.stdint cimport int32_t, int64_t, uintptr_t
 
 import numpy as np
 
-from plast.backends.cpu._runtime cimport num_threads, simd_level
+from plast.backends.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level
 
 cdef extern from "unary.h" nogil:
     int PLAST_UN_COUNT
@@ -312,7 +312,13 @@ def reduce3d(int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t
     cdef plast_op3 a = _op3(x, xs)
     cdef plast_op3_f64 ad = _op3d(x, xs)
     cdef int rc, simd = simd_level(), nt = num_threads()
-    with nogil:
+    if outer * n * inner >= NOGIL_MIN_WORK:
+        with nogil:
+            if f64:
+                rc = plast_reduce_f64(simd, nt, op, outer, n, inner, ad, <double *>out)
+            else:
+                rc = plast_reduce_f32(simd, nt, op, outer, n, inner, a, <float *>out)
+    else:
         if f64:
             rc = plast_reduce_f64(simd, nt, op, outer, n, inner, ad, <double *>out)
         else:

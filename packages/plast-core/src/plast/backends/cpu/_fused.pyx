@@ -20,7 +20,7 @@ import struct
 
 import numpy as np
 
-from plast.backends.cpu._runtime cimport num_threads, simd_level
+from plast.backends.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level
 from plast.backends.cpu._tensors cimport TensorBase, fill_bcast_strides, fill_shape, tensor_ptr
 
 cdef extern from "elementwise_chain.h" nogil:
@@ -150,7 +150,10 @@ cdef int chain_run(bytes program, TensorBase out, object inputs) except -1:
     fill_bcast_strides(out, sh, nd, ost)
     outs[0] = tensor_ptr(out)
     cdef int simd = simd_level(), nt = num_threads()
-    with nogil:
+    if n >= NOGIL_MIN_WORK:
+        with nogil:
+            rc = plast_fused_run(simd, nt, code, p, ninstr, nd, sh, nin, ins, ist, 1, outs, ost)
+    else:
         rc = plast_fused_run(simd, nt, code, p, ninstr, nd, sh, nin, ins, ist, 1, outs, ost)
     if rc:
         raise ValueError(f"fused program: run failed (code {rc})")

@@ -8,7 +8,7 @@ from libc.string cimport memcpy
 
 import numpy as np
 
-from plast.backends.cpu._runtime cimport num_threads, simd_level, threads_for
+from plast.backends.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level, threads_for
 from plast.backends.cpu._tensors cimport TensorBase, fill_bcast_strides, fill_shape, tensor_ptr
 
 cdef extern from "elementwise.h" nogil:
@@ -116,7 +116,10 @@ cdef int copy_run(TensorBase x, TensorBase out) except -1:
     for i in range(nd):
         sx[i] *= isz
         so[i] *= isz
-    with nogil:
+    if n >= NOGIL_MIN_WORK:
+        with nogil:
+            _copy_nd(nd, sh, px, sx, po, so, isz)
+    else:
         _copy_nd(nd, sh, px, sx, po, so, isz)
     return 1
 
@@ -151,7 +154,10 @@ cdef int binary_run(int op, TensorBase a, TensorBase b, TensorBase out) except -
     cdef char *po = tensor_ptr(out)
     cdef int rc
     cdef int simd = simd_level(), nt = num_threads()
-    with nogil:
+    if n >= NOGIL_MIN_WORK:
+        with nogil:
+            rc = plast_binary_nd(simd, nt, op, code, nd, sh, pa, sa, pb, sb, po, so)
+    else:
         rc = plast_binary_nd(simd, nt, op, code, nd, sh, pa, sa, pb, sb, po, so)
     if rc != 0:
         raise ValueError(f"binary kernel: unsupported op code {op} for dtype {out.dtype}")

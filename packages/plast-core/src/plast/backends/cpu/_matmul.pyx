@@ -7,6 +7,7 @@ dtypes), and the caller falls back to numpy (backends/cpu/kernels.py ``gemm_into
 
 
 from plast.backends.cpu._gemm cimport gemm_batched_f32, gemm_batched_f64, plast_gemm_epilogue
+from plast.backends.cpu._runtime cimport NOGIL_MIN_WORK
 from plast.backends.cpu._tensors cimport TensorBase, tensor_ptr
 
 DEF MAXD = 16
@@ -54,6 +55,27 @@ cdef bint _layout(TensorBase t, const Py_ssize_t *oshape, int ond, int first, Py
         j = -(nb - tb)
         ostride[0] = 0 if j < 0 or shape[j] == 1 else strides[j]
     return True
+
+
+cdef int _gemm_loop(int code, bint ta, bint tb, Py_ssize_t outer, Py_ssize_t batch, Py_ssize_t M, Py_ssize_t N,
+                    Py_ssize_t K, double alpha, double beta, const char *pa, Py_ssize_t lda, Py_ssize_t sa,
+                    Py_ssize_t oa, const char *pb, Py_ssize_t ldb, Py_ssize_t sb, Py_ssize_t ob, char *pc,
+                    Py_ssize_t es, const plast_gemm_epilogue *ep) noexcept nogil:
+    """matmul_run's GEMM calls, one batched GEMM per step of the outer loop; the first nonzero error code."""
+    cdef Py_ssize_t o
+    cdef int err = 0
+    for o in range(outer):
+        if code == 3:
+            err = gemm_batched_f32(ta, tb, batch, M, N, K, <float>alpha, <const float *>(pa + o * oa * es), lda, sa,
+                                   <const float *>(pb + o * ob * es), ldb, sb, <float>beta,
+                                   <float *>(pc + o * batch * M * N * es), N, M * N, ep)
+        else:
+            err = gemm_batched_f64(ta, tb, batch, M, N, K, alpha, <const double *>(pa + o * oa * es), lda, sa,
+                                   <const double *>(pb + o * ob * es), ldb, sb, beta,
+                                   <double *>(pc + o * batch * M * N * es), N, M * N, ep)
+        if err:
+            break
+    return err
 
 
 cdef int matmul_run(TensorBase out, TensorBase a, TensorBase b, TensorBase bias, int act, double alpha,
@@ -121,18 +143,13 @@ cdef int matmul_run(TensorBase out, TensorBase a, TensorBase b, TensorBase bias,
         return 0  # nothing to multiply: the numpy path writes the epilogue of zeros
     cdef Py_ssize_t es = out.dtype.itemsize
     err = 0
-    with nogil:
-        for o in range(outer):
-            if code == 3:
-                err = gemm_batched_f32(ta, tb, batch, M, N, K, <float>alpha, <const float *>(pa + o * oa * es), lda,
-                                       sa, <const float *>(pb + o * ob * es), ldb, sb, <float>beta,
-                                       <float *>(pc + o * batch * M * N * es), N, M * N, &ep if has_ep else NULL)
-            else:
-                err = gemm_batched_f64(ta, tb, batch, M, N, K, alpha, <const double *>(pa + o * oa * es), lda, sa,
-                                       <const double *>(pb + o * ob * es), ldb, sb, beta,
-                                       <double *>(pc + o * batch * M * N * es), N, M * N, &ep if has_ep else NULL)
-            if err:
-                break
+    if outer * batch * M * N * K >= NOGIL_MIN_WORK:
+        with nogil:
+            err = _gemm_loop(code, ta, tb, outer, batch, M, N, K, alpha, beta, pa, lda, sa, oa, pb, ldb, sb, ob, pc,
+                             es, &ep if has_ep else NULL)
+    else:
+        err = _gemm_loop(code, ta, tb, outer, batch, M, N, K, alpha, beta, pa, lda, sa, oa, pb, ldb, sb, ob, pc, es,
+                         &ep if has_ep else NULL)
     if err:
         raise MemoryError("matmul: could not allocate the GEMM's packing buffers")
     return 1
