@@ -557,8 +557,12 @@ def _counting(monkeypatch, name):
 )
 def test_ops_use_fast_kernels(monkeypatch, name, fn):
     calls = _counting(monkeypatch, name)
+    # the sum kernel calls the C reduction from Cython, past the spy: _fast counts those calls itself
+    before = sum(_fast.reduce_calls().values())
     x = plast.randn(6, 5)
     fn(x).numpy()
+    if name == "reduce3d" and sum(_fast.reduce_calls().values()) > before:
+        calls.append(1)
     assert calls, f"{name} was not called"
 
 

@@ -2,7 +2,8 @@
 """The replay loop of ``@plast.jit`` plans, compiled (DESIGN §2.5).
 
 A traced plan is a list of kernel calls on fixed tensors. Here each call becomes a small C-struct step: the common
-CPU kernels (elementwise binary ops, same-dtype copies, GEMMs with their epilogues, fused elementwise chains)
+CPU kernels (elementwise binary ops, same-dtype copies, GEMMs with their epilogues, fused elementwise chains,
+sums)
 run through C entry points of their Cython modules with no Python call at all; every other kernel is called as
 ``kernel(node, inputs, outputs)``. A step reads its tensors' storages when it runs, not when it is built, so
 arguments rebound before a replay (engine/jit.py) are seen.
@@ -13,6 +14,7 @@ cimport cython
 from plast.backends.cpu._fused cimport chain_run
 from plast.backends.cpu._kernels cimport binary_run, copy_run
 from plast.backends.cpu._matmul cimport matmul_run
+from plast.backends.cpu.fastpath cimport SumKernel
 from ._graph cimport TensorBase
 
 from plast.backends.cpu import _kernels, _matmul
@@ -70,6 +72,14 @@ cdef class _ChainStep(_Step):
         return chain_run(self.program, self.out, self.inputs)
 
 
+@cython.final
+cdef class _SumStep(_Step):
+    cdef SumKernel sum
+
+    cdef int run(self) except -1:
+        return self.sum.run(self.node, self.inputs, self.outputs)
+
+
 cdef _Step _compile(object kernel, object node, object inputs, object outputs):
     cdef _Step s
     cdef bint cpu = all([o.device.type == "cpu" for o in outputs]) and all([x.device.type == "cpu" for x in inputs])
@@ -102,6 +112,9 @@ cdef _Step _compile(object kernel, object node, object inputs, object outputs):
         s = _ChainStep.__new__(_ChainStep)
         (<_ChainStep>s).program = kernel.args[0]
         (<_ChainStep>s).out = outputs[0]
+    elif type(kernel) is SumKernel:
+        s = _SumStep.__new__(_SumStep)
+        (<_SumStep>s).sum = kernel
     else:
         s = _Step.__new__(_Step)
     s.kernel, s.node, s.inputs, s.outputs = kernel, node, inputs, outputs

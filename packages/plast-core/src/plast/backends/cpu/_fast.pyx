@@ -305,12 +305,25 @@ def embedding_bw(int dtype, Py_ssize_t nids, uintptr_t ids, int ids_is64, Py_ssi
          "embedding: id {bad} is out of range for %d rows (expected 0 <= id < %d)" % (num, num))
 
 
-def reduce3d(int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t out,
-             int dtype=F32):
-    """sum (0), max (1) or min (2) over n of an (outer, n, inner) operand into contiguous (outer, inner)."""
+cdef Py_ssize_t _reduce_calls[2]  # reduce3d_c calls in float32, float64 (tests check the C path ran)
+_reduce_calls[0] = _reduce_calls[1] = 0
+
+
+def reduce_calls():
+    """{dtype code: calls} of the reduction kernel since import, whoever called it (reduce3d or a compiled
+    caller such as fastpath.SumKernel, which no Python-level spy sees)."""
+    return {F32: _reduce_calls[0], F64: _reduce_calls[1]}
+
+
+cdef int reduce3d_c(int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, const char *x, Py_ssize_t so,
+                    Py_ssize_t sn, Py_ssize_t si, char *out, int dtype) except -1:
+    """reduce3d for compiled callers (fastpath.SumKernel): addresses and strides as C values."""
     cdef bint f64 = _is64(dtype, "reduce kernel")
-    cdef plast_op3 a = _op3(x, xs)
-    cdef plast_op3_f64 ad = _op3d(x, xs)
+    _reduce_calls[f64] += 1
+    cdef plast_op3 a
+    cdef plast_op3_f64 ad
+    a.p, a.so, a.sn, a.si = <float *>x, so, sn, si
+    ad.p, ad.so, ad.sn, ad.si = <double *>x, so, sn, si
     cdef int rc, simd = simd_level(), nt = num_threads()
     if outer * n * inner >= NOGIL_MIN_WORK:
         with nogil:
@@ -324,3 +337,10 @@ def reduce3d(int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t
         else:
             rc = plast_reduce_f32(simd, nt, op, outer, n, inner, a, <float *>out)
     _check(rc, "reduce kernel")
+    return 0
+
+
+def reduce3d(int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t out,
+             int dtype=F32):
+    """sum (0), max (1) or min (2) over n of an (outer, n, inner) operand into contiguous (outer, inner)."""
+    reduce3d_c(op, outer, n, inner, <const char *>x, xs[0], xs[1], xs[2], <char *>out, dtype)

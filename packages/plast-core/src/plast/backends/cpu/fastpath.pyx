@@ -6,9 +6,12 @@ called reduction, is here too: layout and call with no Python in between."""
 
 from libc.stdint cimport uintptr_t
 
+from plast.backends.cpu._fast cimport reduce3d_c
 from plast.backends.cpu._tensors cimport TensorBase, tensor_ptr
 
 from . import _fast  # (imported here so a failed build shows up at import, not mid-step)
+
+DEF RD_SUM = 0  # _fast.RD_SUM
 
 
 cdef bint _merge_c(shape, strides, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *size, Py_ssize_t *stride) except -1:
@@ -82,10 +85,11 @@ cdef class SumKernel:
     cdef int run(self, object node, object inputs, object outputs) except -1:
         cdef TensorBase x = <TensorBase?>inputs[0], out = <TensorBase?>outputs[0]
         cdef int code = x.dtype.code
-        cdef Py_ssize_t a = 0, b = 0
+        cdef Py_ssize_t a = 0, b = 0, nd = len(x._shape)
+        cdef Py_ssize_t o0, o1, n0, n1, i0, i1
         dims = node.args[0]
         if (code == 3 or code == 4) and out.dtype.code == code:
-            if len(x._shape):
+            if nd:
                 if not dims:
                     self.fallback(node, inputs, outputs)
                     return 0
@@ -93,10 +97,14 @@ cdef class SumKernel:
                 if b - a != len(dims):  # sorted, unique dims (ops/reduce.py): not one consecutive block
                     self.fallback(node, inputs, outputs)
                     return 0
-            v = as3d_raw(x._shape, x._strides, a, b)
-            if v is not None and _numel(out._shape) and _numel(x._shape):
-                _fast.reduce3d(_fast.RD_SUM, v[0], v[1], v[2], <uintptr_t>tensor_ptr(x), v[3],
-                               <uintptr_t>tensor_ptr(out), code)
-                return 0
+            # as3d_raw, without building its tuples
+            shape, strides = x._shape, x._strides
+            if (_merge_c(shape, strides, 0, a, &o0, &o1) and _merge_c(shape, strides, a, b, &n0, &n1)
+                    and _merge_c(shape, strides, b, nd, &i0, &i1)):
+                if _numel(out._shape) and _numel(x._shape):  # (an empty sum: the fallback writes its zeros)
+                    # a group of size 1 gets the stride that keeps the kernel on its contiguous paths
+                    reduce3d_c(RD_SUM, o0, n0, i0, tensor_ptr(x), o1, n1 if n0 > 1 else 1, i1 if i0 > 1 else 1,
+                               tensor_ptr(out), code)
+                    return 0
         self.fallback(node, inputs, outputs)
         return 0
