@@ -11,6 +11,7 @@ round, so a graph nobody can reach is freed by reference counting alone.
 """
 
 cimport cython
+from cpython.object cimport PyTypeObject
 from cpython.weakref cimport PyWeakref_NewRef, PyWeakref_GetObject
 from cpython.ref cimport PyObject
 
@@ -146,8 +147,20 @@ cdef tuple contiguous_strides(tuple shape):
     return tuple(out)
 
 
+cdef tuple _NO_ARGS = ()
+
+
+cdef inline TensorBase _alloc(type cls):
+    """``TensorBase.__new__(cls)`` without the Python-level call Cython makes of it for a `cls` it can't see at
+    compile time (~800 instructions, for every tensor an op records): TensorBase's own tp_new, on `cls`, which is
+    what ``TensorBase.__new__`` runs (so a subclass's Python ``__new__``, Parameter's, is not called either)."""
+    if cls is not _Tensor and not issubclass(cls, TensorBase):
+        raise TypeError(f"{cls.__name__} is not a subtype of TensorBase")
+    return <TensorBase>(<PyTypeObject *>TensorBase).tp_new(cls, <PyObject *>_NO_ARGS, NULL)
+
+
 cdef TensorBase new_lazy(type cls, object shape, object dtype, object device, object node, Py_ssize_t index):
-    cdef TensorBase t = TensorBase.__new__(cls)
+    cdef TensorBase t = _alloc(cls)
     if type(shape) is not tuple:
         shape = tuple(shape)
     t._shape = shape
@@ -233,7 +246,7 @@ cpdef list record(object op, object inputs, object args, object specs, object de
     cdef bint view = row.view if row is not None else op.view
     for shape, dtype in specs:
         if view:  # strides and offset are set below from the arguments: skip the contiguous ones
-            o = TensorBase.__new__(_Tensor)
+            o = _alloc(_Tensor)
             o._shape = shape if type(shape) is tuple else tuple(shape)
             if dtype is None:
                 raise TypeError(f"{op.name}: an output needs a dtype, got None")
