@@ -53,6 +53,19 @@ def tensor_check(x, str op, str name="input"):
     _tensor(x, op, name)
 
 
+def loss_pair(input, target, str op):
+    """An elementwise loss's input and target as tensors of one floating dtype (promoted; integer data becomes
+    float32), checked to be plast tensors on one device (ops/nn.py's losses)."""
+    cdef TensorBase x = _tensor(input, op, "input")
+    cdef TensorBase t = _tensor(target, op, "target")
+    if x.device is not t.device:
+        _same_device(op, (x, t))
+    dt = x.dtype if x.dtype is t.dtype else _promote(x.dtype, t.dtype)
+    if not dt.is_floating_point:
+        dt = _dtypes.float32
+    return _as(x, dt), _as(t, dt)
+
+
 cdef _same_device(str op, tuple ts):
     """Every tensor of `ts` (None entries skipped) on one device, or DeviceMismatchError."""
     first = None
@@ -126,6 +139,11 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     cdef TensorBase t1 = _tensor(mat1, "addmm", "mat1")
     cdef TensorBase t2 = _tensor(mat2, "addmm", "mat2")
     _same_device("addmm", (ti, t1, t2))
+    return _addmm(ti, t1, t2, beta, alpha)
+
+
+cdef object _addmm(TensorBase ti, TensorBase t1, TensorBase t2, beta, alpha):
+    """addmm on checked tensors of one device (linear calls it without the Python call)."""
     s1, s2 = t1._shape, t2._shape
     if len(s1) != 2 or len(s2) != 2:
         raise ShapeError(f"addmm: mat1 and mat2 must be 2-D, got {tuple(s1)} and {tuple(s2)}")
@@ -174,7 +192,7 @@ def linear(input, weight, bias=None):
         out = linear(_reshape(x, (-1, in_f)), w, bias)
         return _reshape(out, lead + (w._shape[0],))
     if bias is not None and wnd == 2 and xnd == 2:
-        return addmm(bias, x, _transpose(w, 0, 1))
+        return _addmm(_tensor(bias, "linear", "bias"), x, <TensorBase>_transpose(w, 0, 1), 1, 1)
     out = matmul(x, _transpose(w, 0, 1) if wnd == 2 else w)
     return out if bias is None else _add(out, bias)
 

@@ -388,14 +388,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 # ---- elementwise losses ----
 
 
-def _pair(input, target, op):
-    _tensor_check(input, op)
-    _tensor_check(target, op, "target")
-    _same_device(op, input, target)
-    dt = dtypes.promote(input.dtype, target.dtype)
-    if not dt.is_floating_point:
-        dt = dtypes.float32
-    return movement.cast(input, dt), movement.cast(target, dt)
+_pair = _linalg.loss_pair  # compiled (ops/_linalg.pyx): checks, promotion and casts of (input, target)
 
 
 def _weighted(loss, weight, reduction, op):
@@ -417,9 +410,12 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     >>> plast.mse_loss(plast.tensor([1.0, 3.0]), plast.tensor([0.0, 0.0])).item()
     5.0
     """
-    reduction = _reduction(reduction, "mse_loss", size_average, reduce)
+    if size_average is not None or reduce is not None or reduction not in _REDUCTIONS:
+        reduction = _reduction(reduction, "mse_loss", size_average, reduce)
     x, t = _pair(input, target, "mse_loss")
     d = sub(x, t)
+    if weight is None and reduction == "mean":  # the common case, without _weighted's calls
+        return R.mean(mul(d, d))
     return _weighted(mul(d, d), weight, reduction, "mse_loss")
 
 

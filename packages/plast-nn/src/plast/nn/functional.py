@@ -183,17 +183,9 @@ def batch_norm(
     return y.to(out_dt)
 
 
-def linear(input, weight, bias=None):
-    """input @ weight.T + bias (weight is [out_features, in_features]).
-
-    >>> plast.nn.functional.linear(plast.ones(1, 2), plast.ones(3, 2)).tolist()
-    [[2.0, 2.0, 2.0]]
-    """
-    return plast.linear(input, weight, bias)
-
-
 # Torch names that map to a plast-core function of the same name and signature.
 _SAME = (
+    "linear",
     "mse_loss",
     "l1_loss",
     "smooth_l1_loss",
@@ -234,6 +226,11 @@ _SAME = (
     "threshold",
     "pairwise_distance",
 )
+
+
+# Bound now (plast-core is fully imported before this module): a module attribute is a dict hit, where the
+# module __getattr__ below is a failed lookup plus a Python call on every use (F.linear in each layer's forward).
+globals().update({_n: getattr(plast, _n) for _n in _SAME if hasattr(plast, _n)})
 
 
 def __getattr__(name):
