@@ -31,6 +31,7 @@ from ..memory.arena cimport Arena, Storage, check_storage
 from .. import _arenas
 from ..devices import CPU
 from . import autograd_state
+from ._state cimport flag, is_set
 
 cdef object _CPU = CPU  # the device most tensors carry (compared by identity first)
 cdef dict _ARENAS = _arenas._arenas  # {device type: (persistent, transient)}, mutated in place
@@ -72,7 +73,9 @@ cdef inline Arena _arena(object dev_type, int which):
 
 
 cdef int _off = 0  # >0 inside backward_replay.disabled()
-cdef object _record = None, _run = None, _jit = None, _realize = None  # bound on first use (they import this)
+cdef object _record = None, _run = None  # bound on first use (they import this)
+cdef dict _JIT = None, _REALIZE = None    # jit's and realize's module dicts (engine/_state.pxd), likewise
+cdef dict _AG = autograd_state.__dict__
 
 
 def set_off(int delta):
@@ -85,18 +88,18 @@ def try_replay(root):
     """``root.backward()`` with the implicit gradient, the graph freed and no jit trace running, through a
     replayed program where one applies (or recorded into one: see backward_replay.py). False, having done
     nothing, when the caller must run backward the ordinary way."""
-    global _record, _run, _jit, _realize
+    global _record, _run, _JIT, _REALIZE
     if _record is None:
         from . import backward_replay, jit, realize
         from .autograd import _backward_leaves
 
-        _record, _run, _jit, _realize = backward_replay.record, _backward_leaves, jit, realize
+        _record, _run, _JIT, _REALIZE = backward_replay.record, _backward_leaves, jit.__dict__, realize.__dict__
     if (
         _off
         or not isinstance(root, TensorBase)
-        or autograd_state.anomaly_detection
-        or _jit._tape is not None
-        or _realize._FIRED is not None  # watch_fusions() wants to see the scheduler's groups
+        or flag(_AG, "anomaly_detection")
+        or is_set(_JIT, "_tape")
+        or is_set(_REALIZE, "_FIRED")  # watch_fusions() wants to see the scheduler's groups
         or env_zero(b"PLAST_PLAN_CACHE")
     ):
         return False
@@ -163,16 +166,15 @@ def scan(TensorBase root, bint fuse):
     if uses == NULL:
         raise MemoryError("backward replay: out of memory")
     try:
-        return _key(order, total, uses, fuse)
+        return _key(order, total, uses, fuse, ep)
     finally:
         free(uses)
 
 
-cdef object _key(list order, Py_ssize_t total, Py_ssize_t *uses, bint fuse):
+cdef object _key(list order, Py_ssize_t total, Py_ssize_t *uses, bint fuse, unsigned long long ep):
     cdef list leaves = []
     cdef list sig = []
-    cdef dict leaf_ids = {}
-    cdef dict mem = {}  # id(storage) -> (index of the first input in it, its offset)
+    cdef Storage st
     cdef unsigned long long h = _mix(<unsigned long long>len(order), fuse)
     cdef Node node, p
     cdef TensorBase t, g
@@ -197,24 +199,23 @@ cdef object _key(list order, Py_ssize_t total, Py_ssize_t *uses, bint fuse):
                 h = _mix(h, <unsigned long long>p._pos)
                 h = _mix(h, <unsigned long long>t._index)
                 continue
-            lid = leaf_ids.get(<size_t><PyObject *>t)
-            if lid is not None:
+            if t._mark == ep:  # an input met before in this scan
                 h = _mix(h, 2)
-                h = _mix(h, <unsigned long long>(<Py_ssize_t>lid))
+                h = _mix(h, <unsigned long long>t._slot)
                 continue
-            if t._storage is None or t._hooks or not _on_cpu(t.device):
+            if t._hooks or type(t._storage) is not Storage or not _on_cpu(t.device):
                 return None
             # inputs that share memory (x and x.view(...)) must share it the same way on every graph with this
             # key: a program reads such memory through the first of them (backward_replay.build)
-            first = mem.get(<size_t><PyObject *>t._storage)
-            if first is None:
-                mem[<size_t><PyObject *>t._storage] = (len(leaves), t._offset)
+            st = <Storage>t._storage
+            if st._mark != ep:
+                st._mark, st._first, st._first_off = ep, len(leaves), t._offset
                 share = None
             else:
-                share = ((<tuple>first)[0], t._offset - <Py_ssize_t>(<tuple>first)[1])
-                h = _mix(h, 5 + <unsigned long long>(<Py_ssize_t>share[0]))
-                h = _mix(h, <unsigned long long>(<Py_ssize_t>share[1]))
-            leaf_ids[<size_t><PyObject *>t] = len(leaves)
+                share = (st._first, t._offset - st._first_off)
+                h = _mix(h, 5 + <unsigned long long>st._first)
+                h = _mix(h, <unsigned long long>(t._offset - st._first_off))
+            t._mark, t._slot = ep, len(leaves)
             leaves.append(t)
             sig.append((t._shape, t.dtype, t._strides, share))
             h = _mix(h, 3)

@@ -24,6 +24,10 @@ cdef class TensorBase:
     cdef public object _hooks
     cdef public object _npcache      # (storage, offset, strides, ndarray): kernels' numpy view of this tensor
     cdef public object _readers      # weakrefs to nodes recorded while this tensor had no memory
+    # scratch of a backward replay's scan (engine/_backward_replay.scan): the scan that last met this tensor
+    # as a graph input, and its index among that scan's inputs (a mark, not a dict of ids, per input)
+    cdef unsigned long long _mark
+    cdef Py_ssize_t _slot
     cdef object __weakref__
 
     cpdef bint is_contiguous(self)

@@ -18,6 +18,9 @@ from cpython.ref cimport PyObject
 from . import autograd_state
 from ..devices import CPU
 from ..memory.arena cimport Storage
+from ._state cimport flag
+
+cdef dict _AG = autograd_state.__dict__
 
 # plast.Tensor and plast.Size: Python classes defined in tensor.py, which binds them here when it is imported.
 cdef type _Tensor = None
@@ -263,7 +266,7 @@ cpdef list record(object op, object inputs, object args, object specs, object de
     ref = PyWeakref_NewRef(node, None)
     for x in inputs:
         _note_reader(ref, <TensorBase?>x)
-    if autograd_state.grad_enabled and (row.backward if row is not None else op.backward) is not None:
+    if flag(_AG, "grad_enabled") and (row.backward if row is not None else op.backward) is not None:
         for x in inputs:
             t = <TensorBase>x
             if t.requires_grad:

@@ -21,16 +21,20 @@ from ..memory.arena cimport Storage, check_storage
 
 from . import autograd_state, jit
 from .realize import realize
+from ._state cimport flag, is_set
+
+cdef dict _AG = autograd_state.__dict__, _JIT = jit.__dict__
 
 cdef list _captured = None  # while an optimizer records its update: (op, inputs, args, mutated) per call
 replayed = weakref.WeakSet()  # nodes an UpdateReplay runs every step (kernels may keep what they pack)
 
 
 
-def pending_readers(storage):
+cpdef list pending_readers(storage):
     """Outputs of recorded nodes that will read `storage` and are not computed yet (the storage's reader list
     is pruned to the nodes that still matter: not run yet, or backward will read through them again)."""
-    rd = storage.readers
+    cdef bint host = type(storage) is Storage
+    rd = (<Storage>storage).readers if host else storage.readers
     if not rd:
         return []
     cdef list outs = []
@@ -50,7 +54,10 @@ def pending_readers(storage):
             obj = PyWeakref_GetObject(o)
             if obj != NULL and <object>obj is not None and (<TensorBase>obj)._storage is None:
                 outs.append(<object>obj)
-    storage.readers = keep or None
+    if host:
+        (<Storage>storage).readers = keep or None
+    else:
+        storage.readers = keep or None
     return outs
 
 
@@ -66,7 +73,7 @@ def apply_mutation(op, list inputs, args, list mutated):
     """
     cdef TensorBase t
     cdef Py_ssize_t i
-    if autograd_state.grad_enabled:
+    if flag(_AG, "grad_enabled"):
         for i in mutated:
             if (<TensorBase?>inputs[i]).requires_grad:
                 raise RuntimeError(
@@ -92,7 +99,7 @@ def apply_mutation(op, list inputs, args, list mutated):
     kernel = op.kernels.get(t.device.type)
     if kernel is None:
         raise NotImplementedError(f"op {op.name!r} has no {t.device.type} kernel yet")
-    if jit._tape is not None:
+    if is_set(_JIT, "_tape"):
         jit.note_mutation(node)
     kernel(node, node.inputs, [])
     node.done = True
@@ -274,7 +281,7 @@ cdef class UpdateReplay:
         cdef _Call c
         cdef TensorBase t
         cdef Py_ssize_t i
-        if jit._tape is not None or _captured is not None or not self._unchanged():
+        if is_set(_JIT, "_tape") or _captured is not None or not self._unchanged():
             return False
         try:
             for c in self.calls:

@@ -163,7 +163,7 @@ def build(s, capture, checked, visited, grads_before, ones):
         w = written.get(id(g._storage)) if g is not None else None
         if w is None or not persistent[w] or g._offset != 0 or not g.is_contiguous():
             raise Unreplayable("a gradient is not memory the call wrote")
-        grads.append((i, 2 * n + w, g.shape, g.dtype))
+        grads.append((i, 2 * n + w, g._shape, g.dtype))  # _shape: an exact tuple (new_lazy takes it as is)
     check_pos = []
     for node in checked:
         if id(node) not in pos:

@@ -29,6 +29,10 @@ cdef class Storage:
     cdef public list readers               # weakrefs to recorded, not yet computed nodes that read this memory
     cdef public Py_ssize_t version         # bumped by every in-place write; autograd checks saved inputs against it
     cdef Py_ssize_t _exports
+    # scratch of a backward replay's scan: the scan that last met this memory, the index of the first graph
+    # input in it and that input's offset (engine/_backward_replay.scan)
+    cdef unsigned long long _mark
+    cdef Py_ssize_t _first, _first_off
     cdef inline bint stale(self):
         if self.arena is None:
             # a slice of a planned block (view_of) is as stale as its block
