@@ -245,6 +245,12 @@ class Tensor(TensorBase):
         return self
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        # a training loop's backward: straight to its replay, as engine.autograd.backward would (tried once:
+        # a try counts toward recording a replay)
+        if gradient is None and not retain_graph and not create_graph and inputs is None:
+            if not _try_replay(self):
+                _autograd()._backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
+            return
         _autograd().backward(
             [self], [gradient], retain_graph=retain_graph, create_graph=create_graph, inputs=inputs
         )
@@ -319,6 +325,18 @@ def _autograd():
 
         _AUTOGRAD = autograd
     return _AUTOGRAD
+
+
+def _bind_try_replay(t):
+    """engine.backward_replay.try_replay, bound on first use (the engine imports this module)."""
+    global _try_replay
+    from .engine.backward_replay import try_replay
+
+    _try_replay = try_replay
+    return try_replay(t)
+
+
+_try_replay = _bind_try_replay
 
 
 def scalar_tensor(value, dtype, device):

@@ -54,6 +54,7 @@ cdef class Node:
     cdef public object versions      # storage versions of the inputs when recorded (when backward reads them)
     cdef public bint done            # computed
     cdef public object device
+    cdef public object scratch       # what a kernel packed for this node, kept while it runs again (a Plan)
     # scratch of the scheduler's analysis of one graph (engine/_scheduler.analyze): this node's position in the
     # order, the index of its first output among all outputs, and which analysis set them
     cdef Py_ssize_t _pos, _out0

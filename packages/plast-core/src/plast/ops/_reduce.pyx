@@ -16,6 +16,7 @@ from ._shapes import norm_dim
 
 cdef object SUM = None
 cdef object _int64 = _dtypes.int64
+cdef tuple _ALL_DIMS = tuple(tuple(range(n)) for n in range(8))  # (0, ..., n - 1), made once
 
 
 def bind(ops):
@@ -29,7 +30,7 @@ cpdef tuple reduced_dims(object x, object dim, str op, bint empty_is_all=True):
     tensor accepts dim 0/-1 and reduces over nothing."""
     cdef Py_ssize_t nd = len((<TensorBase?>x)._shape)
     if dim is None or (empty_is_all and isinstance(dim, (tuple, list)) and len(dim) == 0):
-        return tuple(range(nd))
+        return _ALL_DIMS[nd] if nd < 8 else tuple(range(nd))
     if isinstance(dim, int):
         dim = (dim,)
     dims = tuple(sorted({norm_dim(d, nd, op) for d in dim}))
@@ -57,7 +58,11 @@ def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     [3.0, 7.0]
     """
     cdef TensorBase t = <TensorBase?>x
-    cdef tuple dims = reduced_dims(t, dim, "sum")
+    return _sum(t, reduced_dims(t, dim, "sum"), keepdim, dtype)
+
+
+cdef object _sum(TensorBase t, tuple dims, bint keepdim, object dtype):
+    """sum over normalized `dims` (mean calls it with the dims it has already worked out)."""
     if dtype is not None:
         out_dtype = _dtypes.as_dtype(dtype)
     else:
@@ -82,7 +87,7 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     shape = t._shape
     for d in dims:
         n *= <Py_ssize_t>shape[d]
-    return _div(sum(t, dims, keepdim, dtype=dtype), float(n) if n else float("nan"))
+    return _div(_sum(t, dims, keepdim, dtype), float(n) if n else float("nan"))
 
 
 def sum_to_shape(g, shape):

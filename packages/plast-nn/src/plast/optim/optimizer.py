@@ -235,7 +235,7 @@ class Optimizer:
             if entry is not None and entry[0] is group and (entry[3] is dev or entry[3] == dev):
                 # fast path: the group's raw values are the very ones last seen (a Tensor value may have
                 # changed in place, so a group holding one always takes the full read)
-                raw = [group[k] for k in keys]
+                raw = tuple(map(group.__getitem__, keys))  # (no comprehension frame)
                 if raw == entry[4] and not entry[5]:
                     continue
                 vals = self._hyper_values(group)
@@ -250,7 +250,7 @@ class Optimizer:
             vals = self._hyper_values(group)
             dev = self._group_device(group, i)
             self._move_state(group, dev)
-            raw = [group[k] for k in keys]
+            raw = tuple(map(group.__getitem__, keys))
             cache[id(group)] = [
                 group,
                 plast.tensor(vals, dtype=plast.float64, device=dev),

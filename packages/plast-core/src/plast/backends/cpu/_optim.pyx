@@ -20,10 +20,9 @@ from libc.stdint cimport int8_t, int32_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
-import weakref
 
 from plast.backends.cpu._runtime cimport num_threads, simd_level
-from plast.engine._graph cimport TensorBase
+from plast.engine._graph cimport Node, TensorBase
 from plast.memory.arena cimport Storage
 
 from plast import dtypes as _dtypes
@@ -64,7 +63,7 @@ DEF NOGIL_MIN = 16384
 
 cdef object _F32 = _dtypes.float32
 cdef object _F64 = _dtypes.float64
-cdef object _plans = weakref.WeakKeyDictionary()  # node -> Plan, for nodes run more than once
+cdef Py_ssize_t _cached = 0  # Plans kept on nodes (Node.scratch) since import
 cdef Py_ssize_t _built = 0  # Plans packed since import (tests check that replays reuse theirs)
 
 
@@ -377,15 +376,16 @@ cdef bint _same_order(TensorBase p, TensorBase t):
 
 
 def stats():
-    """{'plans_built': Plans packed since import, 'plans_cached': nodes holding one now}."""
-    return {"plans_built": _built, "plans_cached": len(_plans)}
+    """{'plans_built': Plans packed since import, 'plans_cached': Plans kept on nodes that run again}."""
+    return {"plans_built": _built, "plans_cached": _cached}
 
 
 def run(int kind, node, inputs):
     """Update what the C path can of `node` (an optimizer-update node whose kernel is running on `inputs`);
     returns the indices of the parameters left to the numpy fallback."""
-    global _built
-    cdef Plan plan = _plans.get(node)
+    global _built, _cached
+    cdef Node nd = <Node?>node
+    cdef Plan plan = nd.scratch if type(nd.scratch) is Plan else None
     cdef int fit = plan.matches(inputs) if plan is not None else 0
     if fit == 1:
         plan._point(inputs)  # the same layouts in other blocks (an eager step's new gradients)
@@ -395,6 +395,7 @@ def run(int kind, node, inputs):
         plan = Plan(kind, node.args, inputs)
         _built += 1
         if keep:
-            _plans[node] = plan
+            nd.scratch = plan  # dies with the node
+            _cached += 1
     plan.run(inputs)
     return plan.rest
