@@ -48,13 +48,14 @@ cdef inline type _tensor_cls():
     return _Tensor
 
 
-# A list while engine/backward_replay.py records a backward pass: every kernel run is appended to it as
-# (kernel, node, inputs, outputs), which the recorder turns into a replayable program.
-cdef list _capture = None
+# While engine/backward_replay.py records a backward pass: an object whose append() gets every kernel run as
+# (kernel, node, inputs, outputs) (the recorder, which turns each into a step of a replayable program at once).
+cdef object _capture = None
 
 
 def set_capture(capture):
-    """Start (a list) or stop (None) recording the kernels this module runs (engine/backward_replay.py)."""
+    """Start (an object with append, a list in tests) or stop (None) recording the kernels this module runs
+    (engine/backward_replay.py)."""
     global _capture
     _capture = capture
 

@@ -33,6 +33,7 @@ cdef class Storage:
     # input in it and that input's offset (engine/_backward_replay.scan)
     cdef unsigned long long _mark
     cdef Py_ssize_t _first, _first_off
+    cdef object __weakref__                # a backward replay's recorder tells a live block from a reused id
     cdef inline bint stale(self):
         if self.arena is None:
             # a slice of a planned block (view_of) is as stale as its block
