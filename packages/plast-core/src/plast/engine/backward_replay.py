@@ -200,7 +200,9 @@ class _Recorder:
             w = _live(written, g._storage) if g is not None else None
             if w is None or not self.persistent[w] or g._offset != 0 or not g.is_contiguous():
                 raise Unreplayable("a gradient is not memory the call wrote")
-            grads.append((i, 2 * n + w, g._shape, g.dtype))  # _shape: an exact tuple (new_lazy takes it as is)
+            grads.append(
+                (i, 2 * n + w, g._shape, g.dtype)
+            )  # _shape: an exact tuple (new_lazy takes it as is)
         check_pos = []
         for node in checked:
             if id(node) not in pos:
