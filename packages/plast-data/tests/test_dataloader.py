@@ -412,7 +412,9 @@ def test_no_orphans_after_exhaustion_break_del_and_ctrl_c():
     slow = DataLoader(Slow(4, delay=3.0), batch_size=1, num_workers=2)
     it = iter(slow)
     pids = worker_pids(it)
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    # to the main thread itself: a process-directed signal may be taken by the timer's thread, and the main
+    # thread, blocked in its wait, would then only see it once the batch arrived (3 s later)
+    timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         next(it)
