@@ -412,13 +412,18 @@ def test_no_orphans_after_exhaustion_break_del_and_ctrl_c():
     slow = DataLoader(Slow(4, delay=3.0), batch_size=1, num_workers=2)
     it = iter(slow)
     pids = worker_pids(it)
-    # to the main thread itself: a process-directed signal may be taken by the timer's thread, and the main
-    # thread, blocked in its wait, would then only see it once the batch arrived (3 s later)
-    timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        next(it)
-    timer.join()
+    # Python raises KeyboardInterrupt on SIGINT only where it started with SIGINT's default action: a process
+    # started in the background by a non-interactive shell inherits it ignored. The signal goes to the main
+    # thread itself (a process-directed one may be taken by the timer's thread).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            next(it)
+        timer.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert_gone(pids)
     assert not [c for c in multiprocessing.active_children() if c.name.startswith("plast-dataloader")]
 
