@@ -7,25 +7,12 @@ import math
 import numpy as np
 import pytest
 import torch
+from optim_helpers import TOL, twin_params
 
 import plast
 import plast.nn as nn
 import plast.optim as optim
 from plast.optim import lr_scheduler as plr
-
-TOL = {np.float32: dict(rtol=2e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
-SHAPES = [(4, 3), (4,), (2, 4), (2,)]
-
-
-def _params(dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    init = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
-    return (
-        rng,
-        [nn.Parameter(plast.tensor(a)) for a in init],
-        [torch.nn.Parameter(torch.tensor(a)) for a in init],
-    )
-
 
 # ---- gradient clipping ----
 
@@ -34,7 +21,7 @@ def _params(dtype, seed=0):
 @pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, math.inf])
 @pytest.mark.parametrize("max_norm", [0.5, 100.0])
 def test_clip_grad_norm_matches_torch(dtype, norm_type, max_norm):
-    rng, pp, tp = _params(dtype)
+    rng, pp, tp = twin_params(dtype)
     for i, (p, t) in enumerate(zip(pp, tp)):
         if i == 2:
             continue  # a parameter without a gradient is skipped
@@ -51,7 +38,7 @@ def test_clip_grad_norm_matches_torch(dtype, norm_type, max_norm):
 
 
 def test_clip_grad_value_and_edge_cases():
-    rng, pp, tp = _params(np.float32, seed=1)
+    rng, pp, tp = twin_params(np.float32, seed=1)
     for p, t in zip(pp, tp):
         g = (rng.standard_normal(p.shape) * 2).astype(np.float32)
         p.grad, t.grad = plast.tensor(g), torch.tensor(g)
@@ -135,7 +122,7 @@ RMS_CASES = [
     "case", RMS_CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "plain"
 )
 def test_rmsprop_trajectory_matches_torch(case, dtype):
-    rng, pp, tp = _params(dtype, seed=3)
+    rng, pp, tp = twin_params(dtype, seed=3)
     popt, topt = optim.RMSprop(pp, lr=1e-2, **case), torch.optim.RMSprop(tp, lr=1e-2, **case)
     ps = plr.StepLR(popt, step_size=5, gamma=0.7)
     ts = torch.optim.lr_scheduler.StepLR(topt, step_size=5, gamma=0.7)
@@ -171,7 +158,7 @@ def test_rmsprop_validation_groups_and_state_dict():
         with pytest.raises(ValueError, match=msg):
             optim.RMSprop(w, **kw)
     assert repr(optim.RMSprop(w)) == repr(torch.optim.RMSprop([torch.nn.Parameter(torch.ones(2))]))
-    rng, pp, tp = _params(np.float32, seed=4)
+    rng, pp, tp = twin_params(np.float32, seed=4)
     groups = lambda ps: [
         {"params": ps[:2], "centered": True},
         {"params": ps[2:], "momentum": 0.9, "lr": 1e-3},

@@ -4,24 +4,12 @@ parameter groups, validation; schedulers' learning-rate sequences."""
 import numpy as np
 import pytest
 import torch
+from optim_helpers import TOL, twin_params
 
 import plast
 import plast.nn as nn
 import plast.optim as optim
 from plast.optim import lr_scheduler as plr
-
-TOL = {np.float32: dict(rtol=2e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
-SHAPES = [(4, 3), (4,), (2, 4), (2,)]
-
-
-def _params(dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    init = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
-    return (
-        rng,
-        [nn.Parameter(plast.tensor(a)) for a in init],
-        [torch.nn.Parameter(torch.tensor(a)) for a in init],
-    )
 
 
 def _run(popt, topt, pp, tp, rng, dtype, steps, psched=None, tsched=None, skip=None):
@@ -57,7 +45,7 @@ SGD_CASES = [
     "case", SGD_CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "plain"
 )
 def test_sgd_trajectory_with_scheduler(case, dtype):
-    rng, pp, tp = _params(dtype)
+    rng, pp, tp = twin_params(dtype)
     popt, topt = optim.SGD(pp, lr=0.05, **case), torch.optim.SGD(tp, lr=0.05, **case)
     ps = plr.CosineAnnealingLR(popt, T_max=20, eta_min=1e-3)
     ts = torch.optim.lr_scheduler.CosineAnnealingLR(topt, T_max=20, eta_min=1e-3)
@@ -84,7 +72,7 @@ ADAM_CASES = [
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name,case", ADAM_CASES, ids=lambda c: c if isinstance(c, str) else str(c))
 def test_adam_trajectory_with_scheduler(name, case, dtype):
-    rng, pp, tp = _params(dtype, seed=1)
+    rng, pp, tp = twin_params(dtype, seed=1)
     popt, topt = getattr(optim, name)(pp, lr=1e-2, **case), getattr(torch.optim, name)(tp, lr=1e-2, **case)
     ps = plr.StepLR(popt, step_size=7, gamma=0.5)
     ts = torch.optim.lr_scheduler.StepLR(topt, step_size=7, gamma=0.5)
@@ -98,12 +86,12 @@ def test_adam_trajectory_with_scheduler(name, case, dtype):
 
 
 def test_params_without_grad_are_skipped():
-    rng, pp, tp = _params(np.float32, seed=2)
+    rng, pp, tp = twin_params(np.float32, seed=2)
     popt, topt = optim.Adam(pp, lr=1e-2), torch.optim.Adam(tp, lr=1e-2)
     # parameter 1 gets no gradient on even steps; parameter 3 never
     _run(popt, topt, pp, tp, rng, np.float32, 20, skip=lambda s, i: i == 3 or (i == 1 and s % 2 == 0))
     assert pp[3] not in popt.state and popt.state[pp[1]]["step"].item() == 10
-    rng, pp, tp = _params(np.float32, seed=3)
+    rng, pp, tp = twin_params(np.float32, seed=3)
     popt, topt = (
         optim.SGD(pp, lr=0.1, momentum=0.9, dampening=0.2),
         torch.optim.SGD(tp, lr=0.1, momentum=0.9, dampening=0.2),
@@ -112,7 +100,7 @@ def test_params_without_grad_are_skipped():
 
 
 def test_param_groups_and_one_fused_call(monkeypatch):
-    rng, pp, tp = _params(np.float32, seed=4)
+    rng, pp, tp = twin_params(np.float32, seed=4)
     popt = optim.Adam([{"params": pp[:2]}, {"params": pp[2:], "lr": 1e-3, "weight_decay": 0.1}], lr=1e-2)
     topt = torch.optim.Adam(
         [{"params": tp[:2]}, {"params": tp[2:], "lr": 1e-3, "weight_decay": 0.1}], lr=1e-2
@@ -169,7 +157,7 @@ def test_zero_grad_and_closure():
 
 
 def test_state_dict_format_and_resume_matches_torch():
-    rng, pp, tp = _params(np.float32, seed=5)
+    rng, pp, tp = twin_params(np.float32, seed=5)
     popt, topt = optim.Adam(pp, lr=1e-2, amsgrad=True), torch.optim.Adam(tp, lr=1e-2, amsgrad=True)
     _run(popt, topt, pp, tp, rng, np.float32, 5)
     psd, tsd = popt.state_dict(), topt.state_dict()
@@ -201,7 +189,7 @@ def test_state_dict_format_and_resume_matches_torch():
 
 
 def test_sgd_state_dict_resume_keeps_momentum():
-    rng, pp, tp = _params(np.float64, seed=6)
+    rng, pp, tp = twin_params(np.float64, seed=6)
     popt = optim.SGD(pp, lr=0.1, momentum=0.9, dampening=0.3)
     topt = torch.optim.SGD(tp, lr=0.1, momentum=0.9, dampening=0.3)
     _run(popt, topt, pp, tp, rng, np.float64, 4)

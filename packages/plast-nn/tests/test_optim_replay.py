@@ -8,13 +8,12 @@ import gc
 import numpy as np
 import pytest
 import torch
+from optim_helpers import twin_params
 
 import plast
 import plast.nn as nn
 import plast.optim as optim
 from plast.backends.cpu import _optim as cpu_optim
-
-SHAPES = [(4, 3), (4,), (2, 4), (2,)]
 
 CASES = [
     ("SGD", dict(lr=0.1)),
@@ -25,16 +24,6 @@ CASES = [
     ("AdamW", dict(lr=1e-2)),
     ("RMSprop", dict(lr=1e-2, momentum=0.5, centered=True)),
 ]
-
-
-def _pair(dtype=np.float32, seed=0):
-    rng = np.random.default_rng(seed)
-    init = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
-    return (
-        rng,
-        [nn.Parameter(plast.tensor(a)) for a in init],
-        [torch.nn.Parameter(torch.tensor(a)) for a in init],
-    )
 
 
 def _grads(rng, pp, tp, dtype=np.float32, skip=()):
@@ -81,7 +70,7 @@ def test_replayed_training_is_bit_identical(name, kw, monkeypatch):
 
 @pytest.mark.parametrize("name,kw", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_replay_matches_torch_with_a_scheduler(name, kw):
-    rng, pp, tp = _pair(np.float64)
+    rng, pp, tp = twin_params(np.float64)
     popt = getattr(optim, name)(pp, **kw)
     topt = getattr(torch.optim, name)(tp, **kw)
     ps = optim.lr_scheduler.StepLR(popt, step_size=2, gamma=0.5)
@@ -111,7 +100,7 @@ def test_plans_are_reused_across_eager_steps():
 
 
 def test_changes_that_drop_the_replay_match_torch():
-    rng, pp, tp = _pair(np.float64)
+    rng, pp, tp = twin_params(np.float64)
     popt = optim.SGD(pp, lr=0.1)
     topt = torch.optim.SGD(tp, lr=0.1)
 
@@ -201,49 +190,39 @@ def test_replay_keeps_mutation_semantics():
         loss.backward()
 
 
-def test_replay_hands_over_to_jit_and_back():
+def _linear_adam_step():
+    """A Linear layer, its Adam and one training step of it on a fixed input (seeded: equal each call)."""
     plast.manual_seed(0)
     model = nn.Linear(3, 2)
     opt = optim.Adam(model.parameters(), lr=1e-2)
     x = plast.randn(4, 3)
 
-    def body(x):
+    def step(x=x):
         opt.zero_grad()
         loss = model(x).square().mean()
         loss.backward()
         opt.step()
         return loss
 
+    return model, opt, step
+
+
+def test_replay_hands_over_to_jit_and_back(monkeypatch):
+    model, opt, step = _linear_adam_step()
     for _ in range(3):
-        body(x)
+        step()
     assert opt._replay.runs == 2
-    jitted = plast.jit(body)
+    jitted = plast.jit(step)
     for _ in range(3):
-        jitted(x)
-    body(x)  # eager again: a fresh recording
-    body(x)
+        jitted()
+    step()  # eager again: a fresh recording
+    step()
     assert opt._replay.runs == 1
-    # the same steps without any replay
-    plast.manual_seed(0)
-    ref = nn.Linear(3, 2)
-    ropt = optim.Adam(ref.parameters(), lr=1e-2)
-    x2 = plast.randn(4, 3)
-
-    def rbody(x):
-        ropt.zero_grad()
-        loss = ref(x).square().mean()
-        loss.backward()
-        ropt.step()
-        return loss
-
-    import os
-
-    os.environ["PLAST_PLAN_CACHE"] = "0"
-    try:
-        for _ in range(8):
-            rbody(x2)
-    finally:
-        del os.environ["PLAST_PLAN_CACHE"]
+    # the same eight steps without any replay
+    monkeypatch.setenv("PLAST_PLAN_CACHE", "0")
+    ref, _, ref_step = _linear_adam_step()
+    for _ in range(8):
+        ref_step()
     for a, b in zip(model.parameters(), ref.parameters()):
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6, atol=1e-7)
 
