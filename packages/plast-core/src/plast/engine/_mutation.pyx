@@ -63,6 +63,42 @@ cpdef list pending_readers(storage):
 
 
 
+cdef int _compute_first(list inputs, list mutated) except -1:
+    """Before an in-place update: compute the recorded, not yet computed reads of the mutated tensors' old values
+    and any input not computed yet, then check that no input's memory is stale (apply_mutation, UpdateReplay)."""
+    cdef list pending = None
+    cdef Py_ssize_t i
+    for i in mutated:
+        st = (<TensorBase>inputs[i])._storage
+        if (<Storage>st).readers if type(st) is Storage else st.readers:
+            pending = pending or []
+            pending.extend(pending_readers(st))
+    for x in inputs:
+        if (<TensorBase?>x)._storage is None:
+            pending = pending or []
+            pending.append(x)
+    if pending:
+        realize(pending)
+    for x in inputs:
+        check_storage((<TensorBase>x)._storage)
+    return 0
+
+
+cdef int _bump_versions(list inputs, list mutated) except -1:
+    """After an in-place update: the mutated tensors' storage versions go up (autograd checks saved inputs)."""
+    cdef Py_ssize_t i
+    cdef TensorBase t
+    for i in mutated:
+        t = <TensorBase>inputs[i]
+        st = t._storage
+        if type(st) is Storage:
+            (<Storage>st).version += 1
+        else:
+            st.version += 1
+        t._version += 1
+    return 0
+
+
 def apply_mutation(op, list inputs, args, list mutated):
     """Run `op` now, writing into the memory of ``inputs[i] for i in mutated`` (fused optimizer updates).
 
@@ -79,20 +115,11 @@ def apply_mutation(op, list inputs, args, list mutated):
                 raise RuntimeError(
                     f"{op.name}: updates tensors that require grad in place; call it under `with plast.no_grad():`"
                 )
-    cdef list pending = []  # what must be computed first: old values' pending readers, then inputs
     for i in mutated:
         t = <TensorBase?>inputs[i]
         if t._storage is None or (t._node is not None and (<Node>t._node).needs_grad):  # not a leaf (t.grad_fn)
             raise RuntimeError(f"{op.name}: input {i} must be a realized leaf tensor (a parameter or state)")
-        if t._storage.readers:
-            pending.extend(pending_readers(t._storage))
-    for x in inputs:
-        if (<TensorBase?>x)._storage is None:
-            pending.append(x)
-    if pending:
-        realize(pending)
-    for x in inputs:
-        check_storage((<TensorBase>x)._storage)
+    _compute_first(inputs, mutated)
     t = <TensorBase>inputs[0]
     node = Node(op, tuple(inputs), args, [], t.device)
     node.outputs = []
@@ -103,10 +130,7 @@ def apply_mutation(op, list inputs, args, list mutated):
         jit.note_mutation(node)
     kernel(node, node.inputs, [])
     node.done = True
-    for i in mutated:
-        t = <TensorBase>inputs[i]
-        t._storage.version += 1
-        t._version += 1
+    _bump_versions(inputs, mutated)
     if _captured is not None:
         _captured.append((op, list(inputs), args, list(mutated)))
 
@@ -293,29 +317,9 @@ cdef class UpdateReplay:
                     if t._storage is None or (t._node is not None and (<Node>t._node).needs_grad):
                         return False
             for c in self.calls:
-                pending = None
-                for i in c.mutated:
-                    st = (<TensorBase>c.inputs[i])._storage
-                    if type(st) is Storage and (<Storage>st).readers:
-                        pending = pending or []
-                        pending.extend(pending_readers(st))
-                for x in c.inputs:
-                    if (<TensorBase>x)._storage is None:
-                        pending = pending or []
-                        pending.append(x)
-                if pending:
-                    realize(pending)
-                for x in c.inputs:
-                    check_storage((<TensorBase>x)._storage)
+                _compute_first(c.inputs, c.mutated)
                 c.kernel(c.node, c.inputs, [])
-                for i in c.mutated:
-                    t = <TensorBase>c.inputs[i]
-                    st = t._storage
-                    if type(st) is Storage:
-                        (<Storage>st).version += 1
-                    else:
-                        st.version += 1
-                    t._version += 1
+                _bump_versions(c.inputs, c.mutated)
         finally:
             self._clear()
         self.runs += 1
