@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass
 
 import plast
-from plast.engine.realize import realize as _realize
-from plast.errors import ShapeError
+from plast._core.errors import ShapeError
+from plast.graph.realize import realize as _realize
 
 from . import functional as F
 from . import init

@@ -11,9 +11,9 @@ import weakref
 from collections import OrderedDict, namedtuple
 
 import plast
-from plast.engine import jit as _jit
-from plast.errors import CheckpointError
-from plast.tensor import Tensor
+from plast._core.errors import CheckpointError
+from plast._jit import trace as _jit
+from plast._tensor import Tensor
 
 from .parameter import Buffer, Parameter, _persistent_leaf, _rebind
 

@@ -24,10 +24,10 @@ from copy import deepcopy
 from itertools import chain
 
 import plast
-from plast.engine import _mutation
-from plast.engine import jit as _jit
-from plast.errors import DeviceMismatchError
-from plast.tensor import Tensor
+from plast._core.errors import DeviceMismatchError
+from plast._jit import trace as _jit
+from plast._tensor import Tensor
+from plast.graph import _mutation
 
 _CPU = plast.device("cpu")
 

@@ -5,8 +5,8 @@ tensor (no ``.item()``) and gradients are scaled in place under no_grad by ``min
 import math
 
 import plast
-from plast.engine import jit as _jit
-from plast.tensor import Tensor
+from plast._jit import trace as _jit
+from plast._tensor import Tensor
 
 
 def _grads(parameters):
