@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import plast
-from plast._core.errors import StaleTensorError
 from plast.autograd import backward_replay
+from plast.errors import StaleTensorError
 from plast.graph import realize
 
 pytestmark = pytest.mark.skipif(

@@ -553,7 +553,7 @@ def test_size_classes():
 
 
 def plast_errors():
-    import plast._core.errors
+    import plast.errors
 
     return plast.errors
 

@@ -24,7 +24,7 @@ import pytest
 
 import plast
 import plast._core.cuda_driver as cuda_backend
-from plast._jit import trace as jit
+from plast.graph import tape
 from plast.kernels.cpu import _kernels as cpu_kernels_c
 from plast.kernels.cpu import kernels as cpu_kernels
 from plast.kernels.cuda import graphs, kernels, kernels_nn, loader
@@ -225,7 +225,7 @@ def _copy_twins(drv):
 
 def _host_view(t):
     """A CPU tensor over t's fake device memory, at the address t has now."""
-    from plast._tensor import Tensor
+    from plast import Tensor
 
     st = t._storage
     return Tensor._from_storage(
@@ -364,7 +364,7 @@ def test_tape_records_device_steps(fake_gpu, rng):
         assert all(t.device.type == "cuda" for t in s.inputs + s.outputs), s
         assert s.kernel is not cpu_kernels.copy, f"{s.what} records the CPU copy kernel"
         if s.kind == "copy":
-            assert s.kernel is jit.device_copy
+            assert s.kernel is tape.device_copy
         if s.kind == "kernel":
             assert s.kernel is s.node.op.kernels["cuda"]
     whats = [s.what for s in plan.steps]

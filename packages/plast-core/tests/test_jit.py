@@ -81,7 +81,7 @@ def test_random_ops_draw_fresh_numbers_each_call():
 
 
 def test_runtime_inputs_are_refreshed():
-    from plast._jit import trace as J
+    from plast import compiler as J
 
     lr = [1.0]
     scale = plast.zeros(())
@@ -98,7 +98,7 @@ def test_runtime_inputs_are_refreshed():
 
 
 def test_state_keys_retrace():
-    from plast._jit import trace as J
+    from plast import compiler as J
 
     class Flag:
         training = True

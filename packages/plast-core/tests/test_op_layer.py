@@ -8,8 +8,8 @@ import torch
 from helpers import helper_test_op
 
 import plast
-from plast._core.errors import DeviceMismatchError, ShapeError
 from plast.autograd import api as autograd
+from plast.errors import DeviceMismatchError, ShapeError
 from plast.graph import realize
 
 

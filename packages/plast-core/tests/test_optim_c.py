@@ -458,7 +458,7 @@ def _jit_setup(seed=0):
 
 
 def _jit_step(params, state, lr_box):
-    from plast._jit import trace as J
+    from plast import compiler as J
 
     w, b = params
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import plast
-from plast._core.errors import CheckpointError
+from plast.errors import CheckpointError
 from plast.experiment import checkpoint as checkpoint_module
 from plast.experiment.checkpoint import Checkpointer, load_checkpoint, verify_checkpoint
 

@@ -18,12 +18,11 @@ from . import _siblings
 
 _siblings.install()
 
-from . import autograd, cuda, linalg
+from . import autograd, compiler, cuda, errors, linalg
 from ._config import show_config
-from ._core import errors
 from ._core.devices import Device, device
+from ._core.dtypes import as_dtype, dtype, float32, float64, int32, int64
 from ._core.dtypes import bool_ as bool  # noqa: A001
-from ._core.dtypes import dtype, float32, float64, int32, int64
 from ._core.errors import (
     ArenaExhaustedError,
     CheckpointError,

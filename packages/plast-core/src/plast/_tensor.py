@@ -83,7 +83,7 @@ class Tensor(TensorBase):
 
     def _read(self):
         """Compute this tensor for a user-visible read (item, numpy, printing)."""
-        from ._jit.trace import tracing
+        from .graph.tape import tracing
 
         if tracing():
             raise JitError(

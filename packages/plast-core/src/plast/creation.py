@@ -9,8 +9,8 @@ from ._core import dtypes
 from ._core.devices import as_device
 from ._core.errors import DTypeError
 from ._core.shapes import numel
-from ._jit import trace as jit
 from ._tensor import Tensor
+from .graph import tape
 from .memory import arenas as _arenas
 from .memory.arena import borrow
 
@@ -278,7 +278,7 @@ def _fill_random_cuda(t, kind, p1, p2, generator):
             kernels_nn.philox_fill(kind, out.dtype.code, seed, off, kernels.addr(out), n, p1, p2)
 
     draw(t)
-    jit.note_random(draw, t, f"random_{kind}")
+    tape.note_random(draw, t, f"random_{kind}")
     return t
 
 
@@ -317,7 +317,7 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
         _write(out, vals.reshape(out.shape).astype(dt.np))
 
     draw(t)
-    jit.note_random(draw, t, "randint")
+    tape.note_random(draw, t, "randint")
     return t
 
 

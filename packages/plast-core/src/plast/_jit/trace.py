@@ -30,124 +30,15 @@ What is a runtime input and what is frozen:
 
 import functools
 import os
-import weakref
 
 from .._core.errors import JitError
+from ..graph import tape as _tape_mod
 from ..graph._graph import TensorBase as Tensor  # every plast.Tensor is one
-
-_tape = None  # the Tape being recorded, or None
-_host_side = 0  # >0 while runtime_input callbacks run: their writes are not part of the plan
-
-
-def tracing():
-    """True while a @plast.jit function is being traced."""
-    return _tape is not None
+from ..graph.tape import Step, Tape
 
 
 def _debug():
     return os.environ.get("PLAST_DEBUG", "0") not in ("", "0")
-
-
-class Step:
-    """One kernel call of a plan: ``kernel(node, inputs, outputs)`` with tensors bound to plan memory. `kind` is
-    "kernel", "copy", "random" (a fill that draws again on replay) or "mutation" (writes its inputs)."""
-
-    __slots__ = ("kernel", "node", "inputs", "outputs", "what", "kind")
-
-    def __init__(self, kernel, node, inputs, outputs, what, kind="kernel"):
-        self.kernel = kernel
-        self.node = node
-        self.inputs = list(inputs)
-        self.outputs = list(outputs)
-        self.what = what
-        self.kind = kind
-
-    def __repr__(self):
-        return f"<Step {self.what}>"
-
-
-class Tape:
-    def __init__(self):
-        self.steps = []
-        self.created = {}  # id(storage) -> storage, for storages allocated by kernels while tracing
-        self.runtime_inputs = []
-        self.states = []  # (weakref(obj), keyfn, key)
-
-    def kernel(self, kernel, node, inputs, outputs, what, kind="kernel"):
-        self.steps.append(Step(kernel, node, inputs, outputs, what, kind))
-
-
-# ---- hooks the engine calls -------------------------------------------------------------------------------
-
-
-def note_kernel(kernel, node, inputs, outputs):
-    """graph/realize.py ran an op kernel."""
-    if _tape is not None and not _host_side:
-        for o in outputs:
-            _tape.created[id(o._storage)] = o._storage
-        _tape.kernel(kernel, node, inputs, outputs, node.op.name)
-
-
-def note_copy(dst, src, what="copy"):
-    """A value was copied into dst's memory outside an op kernel (in-place writes, gradient write-back)."""
-    if _tape is not None and not _host_side:
-        if dst.device.type == "cpu" and src.device.type == "cpu":
-            from ..kernels.cpu.kernels import copy  # the compiled replay runs it with no Python call
-        else:
-            copy = device_copy
-        _tape.kernel(copy, None, [src], [dst], what, "copy")
-
-
-def device_copy(node, inputs, outputs):
-    """``outputs[0][...] = inputs[0]`` for one shape on any devices: the replayed form of a copy into memory
-    that is not CPU memory (on the GPU, a device-side copy or copy kernel; across devices, a transfer)."""
-    from ..ops.device import copy_values, host_array, write_host
-
-    src, dst = inputs[0], outputs[0]
-    if dst.device == src.device:
-        copy_values(dst, src)
-    elif dst.device.type == "cpu":
-        from ..kernels.cpu.kernels import np_view
-
-        if dst.numel():
-            np_view(dst)[...] = host_array(src)
-    else:
-        write_host(dst, host_array(src))
-
-
-def note_mutation(node):
-    """A fused in-place kernel (optimizer update) ran on node.inputs."""
-    if _tape is not None and not _host_side:
-        kernel = node.op.kernels[node.inputs[0].device.type]
-        _tape.kernel(kernel, node, node.inputs, [], node.op.name, "mutation")
-
-
-def note_random(fill_fn, t, what):
-    """t was filled with random numbers by fill_fn(t) (on t's device); a replay draws again, from the
-    generator's offset then."""
-    if _tape is not None and not _host_side:
-        _tape.created[id(t._storage)] = t._storage
-        _tape.kernel(lambda node, inputs, outputs: fill_fn(outputs[0]), None, [], [t], what, "random")
-
-
-def note_state(obj, keyfn):
-    """Record keyfn() of obj; a later call whose keyfn() differs traces again (modules: training flag and
-    parameters)."""
-    if _tape is not None:
-        _tape.states.append((weakref.ref(obj), keyfn, keyfn()))
-
-
-def runtime_input(fn):
-    """Call fn now and before every replay of the plan being traced. What fn writes (e.g. an optimizer copying
-    the current learning rate into its hyperparameter tensor) is a runtime input, not part of the plan."""
-    global _host_side
-    if _tape is not None:
-        _tape.runtime_inputs.append(fn)
-    _host_side += 1
-    try:
-        fn()
-    finally:
-        _host_side -= 1
 
 
 # ---- the decorator ----------------------------------------------------------------------------------------
@@ -243,7 +134,7 @@ class JitFunction:
         return tuple(parts) + tuple(sorted(kwargs))
 
     def __call__(self, *args, **kwargs):
-        if _tape is not None:
+        if _tape_mod._tape is not None:
             raise JitError("calling a @plast.jit function while another one is being traced is not supported")
         tensors = [a for a in (args + tuple(kwargs.values()) if kwargs else args) if isinstance(a, Tensor)]
         pending = [t for t in tensors if t._storage is None]
@@ -266,7 +157,6 @@ class JitFunction:
 
     # ---- trace ----
     def _trace(self, key, args, kwargs):
-        global _tape
         from .._tensor import Tensor
         from ..autograd.api import _persistent_copy
         from ..graph.planner import plan_memory
@@ -285,7 +175,7 @@ class JitFunction:
         args2 = [sub(a) for a in args]
         kwargs2 = {k: sub(v) for k, v in kwargs.items()}
         tape = Tape()
-        _tape = tape
+        _tape_mod._tape = tape
         try:
             out = self.fn(*args2, **kwargs2)
             leaves = []
@@ -295,7 +185,7 @@ class JitFunction:
             realize([t for t in leaves if t._storage is None])
             results = [_persistent_copy(t) for t in leaves]  # taped: copies into persistent memory
         finally:
-            _tape = None
+            _tape_mod._tape = None
         self.traces += 1
         plan = Plan()
         plan.steps = tape.steps
@@ -314,15 +204,14 @@ class JitFunction:
 
     # ---- replay ----
     def _replay(self, plan, tensors):
-        global _host_side
         if _debug():
             print(f"plast.jit: replay {self.fn.__qualname__} ({len(plan.steps)} kernels)")
         for fn in plan.runtime_inputs:
-            _host_side += 1
+            _tape_mod._host_side += 1
             try:
                 fn()
             finally:
-                _host_side -= 1
+                _tape_mod._host_side -= 1
         for st in plan.captured_transient:
             st.check()  # a transient tensor the function captured (not an argument) was freed by a reset
         if plan.graph is None:

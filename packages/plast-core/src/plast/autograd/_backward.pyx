@@ -13,7 +13,7 @@ from ..graph._graph cimport Node, TensorBase, nbytes, new_lazy
 from ..memory.arena cimport Storage
 from ..memory import arenas as _arenas
 from .._core import grad_mode as autograd_state
-from .._jit import trace as jit
+from ..graph import tape
 from ..graph.realize import realize
 from ..graph._scheduler import note_copy
 
@@ -294,8 +294,8 @@ def persistent_copy(TensorBase t):
             from ..ops.device import copy_values
 
             copy_values(out, t)
-    if jit._tape is not None:
-        jit.note_copy(out, t, "persist")
+    if tape._tape is not None:
+        tape.note_copy(out, t, "persist")
     note_copy(out, t)
     return out
 

@@ -28,6 +28,7 @@ from ._backward cimport check_versions
 from ..graph._graph cimport Node, TensorBase, add_readers, env_zero, new_lazy
 from ..memory.arena cimport Arena, Storage, check_storage
 
+from ..graph import realize, tape
 from ..memory import arenas as _arenas
 from .._core.devices import CPU
 from .._core import grad_mode as autograd_state
@@ -74,7 +75,7 @@ cdef inline Arena _arena(object dev_type, int which):
 
 cdef int _off = 0  # >0 inside backward_replay.disabled()
 cdef object _record = None, _run = None  # bound on first use (they import this)
-cdef dict _JIT = None, _REALIZE = None    # jit's and realize's module dicts (_core/_state.pxd), likewise
+cdef dict _TAPE = tape.__dict__, _REALIZE = realize.__dict__  # module dicts read by flag() (_core/_state.pxd)
 cdef dict _AG = autograd_state.__dict__
 
 
@@ -88,19 +89,17 @@ def try_replay(root):
     """``root.backward()`` with the implicit gradient, the graph freed and no jit trace running, through a
     replayed program where one applies (or recorded into one: see backward_replay.py). False, having done
     nothing, when the caller must run backward the ordinary way."""
-    global _record, _run, _JIT, _REALIZE
+    global _record, _run
     if _record is None:
         from . import backward_replay
-        from .._jit import trace as jit
-        from ..graph import realize
         from .api import _backward_leaves
 
-        _record, _run, _JIT, _REALIZE = backward_replay.record, _backward_leaves, jit.__dict__, realize.__dict__
+        _record, _run = backward_replay.record, _backward_leaves
     if (
         _off
         or not isinstance(root, TensorBase)
         or flag(_AG, "anomaly_detection")
-        or is_set(_JIT, "_tape")
+        or is_set(_TAPE, "_tape")
         or is_set(_REALIZE, "_FIRED")  # watch_fusions() wants to see the scheduler's groups
         or env_zero(b"PLAST_PLAN_CACHE")
     ):

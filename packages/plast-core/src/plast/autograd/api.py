@@ -5,73 +5,19 @@ this engine — not the op — sums broadcast gradients back to each input's sha
 at one tensor, runs hooks, and writes leaf gradients to persistent memory in one realize call.
 """
 
-import contextlib
-
 from .._core import grad_mode as autograd_state
-from .._jit import trace as jit
+from .._core.grad_mode import (  # noqa: F401 (plast.autograd's names)
+    _grad_mode,
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from ..graph import tape
 from . import backward_replay
 from ._backward import finish as _finish
 from ._backward import persistent_copy, place_gradients, run_backward
-
-
-@contextlib.contextmanager
-def _grad_mode(enabled):
-    prev = autograd_state.grad_enabled
-    autograd_state.grad_enabled = enabled
-    try:
-        yield
-    finally:
-        autograd_state.grad_enabled = prev
-
-
-class no_grad(contextlib.ContextDecorator):
-    """Ops inside record nothing for backward (a context manager and a decorator, as in torch)."""
-
-    def __enter__(self):
-        self._prev = autograd_state.grad_enabled
-        autograd_state.grad_enabled = False
-
-    def __exit__(self, *exc):
-        autograd_state.grad_enabled = self._prev
-        return False
-
-
-class enable_grad(contextlib.ContextDecorator):
-    def __enter__(self):
-        self._prev = autograd_state.grad_enabled
-        autograd_state.grad_enabled = True
-
-    def __exit__(self, *exc):
-        autograd_state.grad_enabled = self._prev
-        return False
-
-
-class inference_mode(no_grad):
-    """Like no_grad (plast has no separate inference tensors)."""
-
-    def __init__(self, mode=True):
-        self.mode = mode
-
-    def __enter__(self):
-        self._prev = autograd_state.grad_enabled
-        autograd_state.grad_enabled = not self.mode
-
-
-class set_grad_enabled(contextlib.ContextDecorator):
-    def __init__(self, mode):
-        self._prev = autograd_state.grad_enabled
-        autograd_state.grad_enabled = bool(mode)
-
-    def __enter__(self):
-        pass
-
-    def __exit__(self, *exc):
-        autograd_state.grad_enabled = self._prev
-        return False
-
-
-def is_grad_enabled():
-    return autograd_state.grad_enabled
 
 
 def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None, checked=None):
@@ -95,7 +41,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         and not create_graph
         and inputs is None
         and (grad_tensors is None or grad_tensors[0] is None)
-        and jit._tape is None
+        and tape._tape is None
         and backward_replay.try_replay(tensors[0])  # a training loop's repeated backward
     ):
         return
@@ -128,7 +74,7 @@ def _backward_leaves(tensors, grad_tensors, checked=None, retain_graph=None, cre
         return order
     # Gradients are computed straight into persistent memory where they can be (a jit trace copies them: its
     # replay keeps the memory it traced).
-    place, keys = place_gradients(grads) if jit._tape is None else (None, None)
+    place, keys = place_gradients(grads) if tape._tape is None else (None, None)
     _finish(order, grads, retain_graph, create_graph, place)
     for i, (t, g) in enumerate(updates):
         st = place.get(keys[i]) if place and keys[i] is not None else None

@@ -161,7 +161,7 @@ class _Recorder:
         return a
 
     def _step(self, kernel, node, inputs, outputs):
-        from .._jit.trace import Step
+        from ..graph.tape import Step
 
         i = len(self.steps)
         if isinstance(kernel, _GroupKernel) and _holds_tensor(kernel.args):

@@ -20,11 +20,11 @@ from ._graph cimport Node, TensorBase, env_zero
 from ..memory.arena cimport Storage, check_storage
 
 from .._core import grad_mode as autograd_state
-from .._jit import trace as jit
+from . import tape
 from .realize import realize
 from .._core._state cimport flag, is_set
 
-cdef dict _AG = autograd_state.__dict__, _JIT = jit.__dict__
+cdef dict _AG = autograd_state.__dict__, _TAPE = tape.__dict__
 
 cdef list _captured = None  # while an optimizer records its update: (op, inputs, args, mutated) per call
 replayed = weakref.WeakSet()  # nodes an UpdateReplay runs every step (kernels may keep what they pack)
@@ -127,8 +127,8 @@ def apply_mutation(op, list inputs, args, list mutated):
     kernel = op.kernels.get(t.device.type)
     if kernel is None:
         raise NotImplementedError(f"op {op.name!r} has no {t.device.type} kernel yet")
-    if is_set(_JIT, "_tape"):
-        jit.note_mutation(node)
+    if is_set(_TAPE, "_tape"):
+        tape.note_mutation(node)
     kernel(node, node.inputs, [])
     node.done = True
     _bump_versions(inputs, mutated)
@@ -306,7 +306,7 @@ cdef class UpdateReplay:
         cdef _Call c
         cdef TensorBase t
         cdef Py_ssize_t i
-        if is_set(_JIT, "_tape") or _captured is not None or not self._unchanged():
+        if is_set(_TAPE, "_tape") or _captured is not None or not self._unchanged():
             return False
         try:
             for c in self.calls:

@@ -19,7 +19,7 @@ from ..memory.arena cimport Arena, Storage, check_storage
 
 from ..memory import arenas as _arenas
 from .._core import grad_mode as autograd_state
-from .._jit import trace as jit
+from . import tape
 
 # _arenas' {device type: (persistent, transient)} (mutated in place, never rebound): read here without a call
 cdef dict _ARENAS = _arenas._arenas
@@ -230,8 +230,8 @@ cpdef run_node(Node node, dict slots, object check_nan):
         except BaseException:
             unallocate(outs)
             raise
-        if jit._tape is not None:
-            jit.note_kernel(kernel, node, node.inputs, outs)
+        if tape._tape is not None:
+            tape.note_kernel(kernel, node, node.inputs, outs)
         if _capture is not None:
             _capture.append((kernel, node, node.inputs, outs))
         if autograd_state.anomaly_detection:
@@ -277,8 +277,8 @@ cpdef run_group(object g, dict slots):
     except BaseException:
         unallocate(outs)
         raise
-    if jit._tape is not None:
-        jit.note_kernel(_GroupKernel(kernel, args), root, inputs, outs)
+    if tape._tape is not None:
+        tape.note_kernel(_GroupKernel(kernel, args), root, inputs, outs)
     if _capture is not None:
         _capture.append((_GroupKernel(kernel, args), root, inputs, outs))
     finish_node(root, outs)

@@ -11,7 +11,7 @@ An in-place op computes the new value out of place from an alias of the old one,
 import weakref
 
 from .._core import grad_mode as autograd_state
-from .._jit import trace as jit
+from . import tape
 from ._mutation import pending_readers as _pending_readers
 from .realize import realize
 
@@ -63,7 +63,7 @@ def write_inplace(t, write, opname):
     apply_inplace would take its direct branch anyway: t is outside any differentiable graph and no trace is
     being recorded. Saves the intermediate tensor and its copy. Returns t, or None when t can't be written
     directly (then the caller uses apply_inplace)."""
-    from .._jit.trace import tracing
+    from .tape import tracing
 
     _check_leaf(t, opname)
     if t.grad_fn is not None or tracing():
@@ -105,7 +105,7 @@ def _write_window(t, old, new):
         x._storage.check()
     inputs = (t,) + rest
     kernel(node, inputs, [t])
-    jit.note_kernel(kernel, node, inputs, [t])
+    tape.note_kernel(kernel, node, inputs, [t])
     st.version += 1
     return True
 
@@ -148,9 +148,9 @@ def apply_inplace(t, fn, opname):
             copy_values(t, new)
         elif t.numel():
             np_view(t)[...] = np_view(new)
-        from .._jit import trace as jit
+        from . import tape
 
-        jit.note_copy(t, new, opname)
+        tape.note_copy(t, new, opname)
         t._storage.version += 1
     else:
         # Rebind: t now is the output of new's node; every node recorded before reads `old`, the value it saw.

@@ -7,11 +7,20 @@ and executed, not what a kernel sees.
 import contextlib
 import os
 
-from .._jit import trace as jit
 from ..memory import arenas as _arenas
-from . import chains, fusion
+from . import chains, fusion, tape
 from ._graph import plan_cache_enabled
-from ._scheduler import CHAIN, RULE, analyze, execute, op_sequence, planned_slots, rebuild_groups, schedule
+from ._scheduler import (
+    CHAIN,
+    RULE,
+    analyze,
+    chain_inputs,
+    execute,
+    op_sequence,
+    planned_slots,
+    rebuild_groups,
+    schedule,
+)
 
 
 def _check_nan(node, outs):
@@ -148,7 +157,7 @@ def _plan_entry(g, pos, internal):
     """How a cached plan remembers fused group `g` (positions in the order, not nodes; _scheduler.rebuild_groups
     binds them to the next graph with this fingerprint)."""
     if g.rule is chains.RULE:
-        return (CHAIN, tuple(pos[id(n)] for n in g.nodes), {chains.chain_inputs(g.nodes)[1]: g.args[0]})
+        return (CHAIN, tuple(pos[id(n)] for n in g.nodes), {chain_inputs(g.nodes)[1]: g.args[0]})
     root = g.nodes[-1]
     caps, cov = {}, []
     fusion._match(g.rule.pattern, root, internal, caps, cov)
@@ -183,7 +192,7 @@ def _plan(order):
         for rid, (nodes, ext, program) in chains.find_chains(order, internal, covered | set(groups)).items():
             groups[rid] = fusion.Group(chains.RULE, nodes, chains.kernel, ext, (program,))
             covered.update(id(n) for n in nodes[:-1])
-    layout, total = _memory_plan(order, internal, covered, groups) if jit._tape is None else ({}, 0)
+    layout, total = _memory_plan(order, internal, covered, groups) if tape._tape is None else ({}, 0)
     pos = {id(n): i for i, n in enumerate(order)}
     plan = Plan(
         [_plan_entry(g, pos, internal) for g in groups.values()],
@@ -214,7 +223,7 @@ def realize(targets, place=None):
     groups, covered, slots = {}, (), place or None
     if len(order) > 1:
         groups, covered, plan = _plan(order)
-        if plan.layout and jit._tape is None:
+        if plan.layout and tape._tape is None:
             block = _arenas.transient(order[0].device.type).new(plan.block_bytes)
             slots = planned_slots(order, plan.slots(order), block, place)
             block = None

@@ -54,8 +54,8 @@ def _check_device(dev):
 
 def to_device(x, device):
     """x on `device` (x itself when it is there already)."""
-    from .._jit.trace import tracing
     from .._tensor import Tensor
+    from ..graph.tape import tracing
 
     if not isinstance(x, Tensor):
         raise TypeError(f"to_device: expected a tensor, got {type(x).__name__}")

@@ -21,6 +21,7 @@ import numpy as np
 
 from .._core import dtypes
 from .._core.errors import DeviceMismatchError, DTypeError, ShapeError
+from .._core.grad_mode import is_grad_enabled
 from .._core.shapes import norm_dim
 from ..graph._graph import record
 from ..graph.inplace import apply_inplace
@@ -144,7 +145,7 @@ def _values_of(t):
 
 
 def _tracing():
-    from .._jit.trace import tracing
+    from ..graph.tape import tracing
 
     return tracing()
 
@@ -680,8 +681,6 @@ DOUBLE_BACKWARD_ERROR = register(
 def _guard_double_backward(g_src, zeros_there):
     """g_src, behind a row that raises if differentiated, when a graph of the backward is being built and some
     position receives several zeros from src (torch's first gradient there is right, its derivative is not)."""
-    from ..autograd.api import is_grad_enabled
-
     if not (is_grad_enabled() and g_src.requires_grad) or _tracing():
         return g_src
     if zeros_there.numel() == 0 or not np.any(_values_of(zeros_there) > 1.5):

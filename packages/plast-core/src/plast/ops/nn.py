@@ -10,6 +10,7 @@ import math
 
 from .._core import dtypes
 from .._core.errors import DTypeError, ShapeError
+from .._core.grad_mode import is_grad_enabled, no_grad
 from .._core.shapes import broadcast_shapes, norm_dim
 from ..graph._graph import record
 from ..kernels.cpu import kernels_nn as K
@@ -62,7 +63,7 @@ def _outputs(node):
 
 def _realized_array(t):
     """numpy values of an already-realized tensor (for eager index checks), else None."""
-    from .._jit.trace import tracing
+    from ..graph.tape import tracing
 
     if t._storage is None or tracing() or t.device.type != "cpu":
         return None  # GPU tensors: the kernels check the values
@@ -679,7 +680,6 @@ def _embedding_renorm_(weight, ids, max_norm, norm_type):
     """Rescale, in place and without gradient, the rows of weight that ids pick and whose norm exceeds max_norm,
     to max_norm / (norm + 1e-7) times themselves (torch's embedding_renorm_). Repeated ids write the same row
     value, so no deduplication is needed."""
-    from ..autograd.api import no_grad
     from .indexing import getitem, index_put_
     from .pointwise import gt, where
 
@@ -728,8 +728,6 @@ def _layer_norm_bw(node, gy, gmean=None, grstd=None):
     The plain backward is one fused kernel. When a graph of the backward is wanted (create_graph=True) it is
     written in plast ops instead, on the saved mean and rstd, so the gradient of the gradient flows back through
     them into this rule again (as gmean / grstd): every order of derivative works."""
-    from ..autograd.api import is_grad_enabled
-
     x = node.inputs[0]
     k, _, has_w, has_b = node.args
     _, mean, rstd = _outputs(node)

@@ -705,8 +705,8 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
     >>> plast.multinomial(plast.tensor([0.0, 1.0, 0.0]), 2, replacement=True, generator=g).tolist()
     [1, 1]
     """
-    from .._jit.trace import tracing
     from ..creation import rand
+    from ..graph.tape import tracing
 
     if not probs.dtype.is_floating_point:
         raise DTypeError(f"multinomial(): only supports floating-point weights, got {probs.dtype}")

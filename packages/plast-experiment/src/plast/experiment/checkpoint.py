@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import plast
-from plast._core.errors import CheckpointError
+from plast.errors import CheckpointError
 
 __all__ = ["Checkpoint", "CheckpointError", "Checkpointer", "load_checkpoint", "verify_checkpoint"]
 

@@ -98,7 +98,7 @@ def _cmd_train(args) -> int:
 
 def _cmd_sample(args) -> int:
     import plast
-    from plast._core.errors import CheckpointError
+    from plast.errors import CheckpointError
     from plast.experiment.trainer import load_for_sampling, sample_text
 
     try:

@@ -9,7 +9,7 @@ mask). ``plast.nn.causal_mask(n)`` follows scaled_dot_product_attention instead 
 import math
 
 import plast
-from plast._core.errors import ShapeError
+from plast.errors import ShapeError
 
 from . import functional as F
 from . import init

@@ -131,7 +131,7 @@ def batch_norm(
     >>> [round(v, 3) for v in plast.nn.functional.batch_norm(x, None, None, training=True)[0].tolist()]
     [-1.0, -1.0]
     """
-    from plast._core.errors import ShapeError
+    from plast.errors import ShapeError
 
     if input.ndim < 2:
         raise ShapeError(

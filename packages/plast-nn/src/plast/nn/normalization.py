@@ -3,7 +3,7 @@
 import numbers
 
 import plast
-from plast._core.errors import ShapeError
+from plast.errors import ShapeError
 
 from . import functional as F
 from . import init

@@ -1,6 +1,6 @@
 """MaxPool2d and AvgPool2d (torch's arguments, over (N, C, H, W) or (C, H, W) inputs)."""
 
-from plast._core.errors import ShapeError
+from plast.errors import ShapeError
 
 from . import functional as F
 from .module import Module

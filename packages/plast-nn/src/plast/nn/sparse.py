@@ -1,7 +1,7 @@
 """Embedding: a lookup table of ``num_embeddings`` rows of size ``embedding_dim`` (torch.nn.Embedding)."""
 
 import plast
-from plast._core.errors import DTypeError, ShapeError
+from plast.errors import DTypeError, ShapeError
 
 from . import functional as F
 from . import init

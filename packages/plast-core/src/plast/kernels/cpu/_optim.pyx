@@ -26,7 +26,7 @@ from plast.graph._graph cimport Node, TensorBase
 from plast.memory.arena cimport Storage
 
 from plast._core import dtypes as _dtypes
-from plast._jit import trace as _jit
+from plast.graph import tape as _tape
 from plast.graph._mutation import replayed as _replayed
 
 cdef extern from "optim.h" nogil:
@@ -391,7 +391,7 @@ def run(int kind, node, inputs):
         plan._point(inputs)  # the same layouts in other blocks (an eager step's new gradients)
     elif fit == 0:
         # kept for nodes that run again: a jit plan's, an eager optimizer's replayed update's
-        keep = plan is not None or _jit.tracing() or node in _replayed
+        keep = plan is not None or _tape.tracing() or node in _replayed
         plan = Plan(kind, node.args, inputs)
         _built += 1
         if keep:

@@ -9,7 +9,7 @@ from libc.stdint cimport uintptr_t
 from plast.kernels.cpu._fast cimport reduce3d_c
 from plast.kernels.cpu._tensors cimport TensorBase, tensor_ptr
 
-from . import _fast
+from . import _fast  # (imported here so a failed build shows up at import, not mid-step)
 
 DEF RD_SUM = 0  # _fast.RD_SUM
 

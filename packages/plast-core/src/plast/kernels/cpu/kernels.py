@@ -8,7 +8,7 @@ arenas. A numpy kernel is replaced by a C one when a benchmark says it matters.
 import numpy as np
 
 from . import _fast, _gemm, _kernels, _matmul
-from ._views import np_view
+from ._views import np_view  # noqa: F401 -- the kernels' numpy view of a tensor (compiled)
 from .fastpath import SumKernel
 
 
