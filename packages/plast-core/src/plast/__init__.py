@@ -20,6 +20,7 @@ _siblings.install()
 
 from . import autograd, compiler, cuda, errors, linalg
 from ._config import show_config
+from ._core._structs import Size
 from ._core.devices import Device, device
 from ._core.dtypes import as_dtype, dtype, float32, float64, int32, int64
 from ._core.dtypes import bool_ as bool  # noqa: A001
@@ -34,7 +35,7 @@ from ._core.errors import (
     StaleTensorError,
 )
 from ._jit.trace import jit
-from ._tensor import Size, Tensor
+from ._tensor import Tensor
 from .autograd.api import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .creation import (
     arange,

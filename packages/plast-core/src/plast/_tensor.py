@@ -11,26 +11,16 @@ import numpy as np
 
 from ._core import dtypes
 from ._core import grad_mode as autograd_state
+from ._core._structs import Size, TensorBase  # noqa: F401 (Size: plast.Size)
 from ._core.errors import JitError
-from ._core.shapes import numel
-from .graph._graph import TensorBase, bind
+from .graph._graph import bind
 from .graph.realize import realize
 from .memory import arenas as _arenas
 from .ops import movement as M
 
 
-class Size(tuple):
-    """A tensor's shape: a tuple, printed as torch prints it."""
-
-    def __repr__(self):
-        return f"plast.Size([{', '.join(map(str, self))}])"
-
-    def numel(self):
-        return numel(self)
-
-
 class Tensor(TensorBase):
-    """A plast tensor. Its fields are C struct members (graph/_graph.pyx ``TensorBase``: shape, strides, offset,
+    """A plast tensor. Its fields are C struct members (_core/_structs.pyx ``TensorBase``: shape, strides, offset,
     dtype, device, storage, node, grad, ...); its methods are here and, for ops, in the op modules."""
 
     __slots__ = ()
@@ -305,7 +295,7 @@ class Tensor(TensorBase):
     __hash__ = object.__hash__
 
 
-bind(Tensor, Size)
+bind(Tensor)
 
 
 def _rebuild(arr, dtype_name, requires_grad):

@@ -15,7 +15,7 @@ from plast.kernels.cpu._fused cimport chain_run
 from plast.kernels.cpu._kernels cimport binary_run, copy_run
 from plast.kernels.cpu._matmul cimport matmul_run
 from plast.kernels.cpu.fastpath cimport SumKernel
-from ..graph._graph cimport TensorBase
+from .._core._structs cimport TensorBase
 
 from plast.kernels.cpu import _kernels, _matmul
 from plast.kernels.cpu import kernels as _K

@@ -31,9 +31,9 @@ What is a runtime input and what is frozen:
 import functools
 import os
 
+from .._core._structs import TensorBase as Tensor  # every plast.Tensor is one
 from .._core.errors import JitError
 from ..graph import tape as _tape_mod
-from ..graph._graph import TensorBase as Tensor  # every plast.Tensor is one
 from ..graph.tape import Step, Tape
 
 

@@ -1,3 +1,3 @@
-from ..graph._graph cimport Node
+from .._core._structs cimport Node
 
 cdef check_versions(Node node)

@@ -9,7 +9,7 @@ from cpython.ref cimport PyObject, Py_REFCNT
 from cpython.weakref cimport PyWeakref_GetObject
 
 from plast.kernels.cpu._kernels cimport copy_run
-from ..graph._graph cimport Node, TensorBase, nbytes, new_lazy
+from .._core._structs cimport Node, TensorBase, nbytes, new_lazy
 from ..memory.arena cimport Storage
 from ..memory import arenas as _arenas
 from .._core import grad_mode as autograd_state

@@ -25,7 +25,8 @@ from cpython.weakref cimport PyWeakref_GetObject
 from libc.stdlib cimport calloc, free, malloc
 
 from ._backward cimport check_versions
-from ..graph._graph cimport Node, TensorBase, add_readers, env_zero, new_lazy
+from .._core._structs cimport Node, TensorBase, env_zero, new_lazy
+from ..graph._graph cimport add_readers
 from ..memory.arena cimport Arena, Storage, check_storage
 
 from ..graph import realize, tape

@@ -10,8 +10,9 @@ unreplayable and keeps running the ordinary way. ``PLAST_PLAN_CACHE=0`` turns re
 import contextlib
 import weakref
 
+from .._core._structs import Node
 from ..graph import realize
-from ..graph._graph import Node, tensor_class
+from ..graph._graph import tensor_class
 from ..graph._scheduler import _GroupKernel, set_capture
 from ..graph.planner import place
 from . import _backward_replay as _br
@@ -235,6 +236,6 @@ class _Recorder:
 
 
 def _holds_tensor(args):
-    from ..graph._graph import TensorBase
+    from .._core._structs import TensorBase
 
     return any(isinstance(a, TensorBase) or (isinstance(a, (tuple, list)) and _holds_tensor(a)) for a in args)

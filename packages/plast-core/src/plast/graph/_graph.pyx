@@ -3,34 +3,31 @@
 """Graph nodes and op recording, compiled (DESIGN §2).
 
 ``record`` is what every op call ends in: it makes the node, the lazy output tensors and the reader edges. It
-runs once per op call, so it is Cython over C-struct objects (``TensorBase`` holds a tensor's fields; the Python
-``plast.Tensor`` subclasses it and adds the methods).
+runs once per op call, so it is Cython over the C structs of _core/_structs.pyx (TensorBase, Node, OpDef).
 
 Outputs are held weakly by their node: a node is kept alive by the tensors it produced, never the other way
 round, so a graph nobody can reach is freed by reference counting alone.
 """
 
 cimport cython
-from cpython.object cimport PyTypeObject
 from cpython.weakref cimport PyWeakref_NewRef, PyWeakref_GetObject
 from cpython.ref cimport PyObject
 
 from .._core import grad_mode as autograd_state
-from .._core.devices import CPU
+from .._core._structs cimport Node, OpDef, TensorBase, alloc_tensor, env_zero, new_lazy
 from ..memory.arena cimport Storage
 from .._core._state cimport flag
 
 cdef dict _AG = autograd_state.__dict__
 
-# plast.Tensor and plast.Size: Python classes defined in tensor.py, which binds them here when it is imported.
+# plast.Tensor: the Python class defined in _tensor.py, which binds it here when it is imported (the class of
+# every tensor record() makes).
 cdef type _Tensor = None
-cdef type _Size = tuple
 
 
-def bind(tensor_cls, size_cls):
-    global _Tensor, _Size
+def bind(tensor_cls):
+    global _Tensor
     _Tensor = tensor_cls
-    _Size = size_cls
 
 
 def tensor_class():
@@ -45,136 +42,6 @@ def fusion_enabled():
 def plan_cache_enabled():
     """The scheduler's plan cache (and eager backward replays) are on (PLAST_PLAN_CACHE is not "0")."""
     return not env_zero(b"PLAST_PLAN_CACHE")
-
-
-@cython.auto_pickle(False)
-cdef class TensorBase:
-    """A tensor's fields and its most-read metadata. Other methods live on plast.Tensor (tensor.py and the op
-    modules)."""
-
-    @property
-    def shape(self):
-        if self._size_of is not self._shape:
-            self._size = _Size(self._shape)
-            self._size_of = self._shape
-        return self._size
-
-    @property
-    def ndim(self):
-        return len(self._shape)
-
-    def dim(self):
-        return len(self._shape)
-
-    def numel(self):
-        cdef Py_ssize_t n = 1
-        for s in self._shape:
-            n *= <Py_ssize_t>s
-        return n
-
-    cpdef bint is_contiguous(self):
-        """Row-major with no gaps (size-1 dims may have any stride), as torch defines it."""
-        shape, strides = self._shape, self._strides
-        cdef Py_ssize_t expected = 1, i, d
-        for i in range(len(shape) - 1, -1, -1):
-            d = shape[i]
-            if d != 1 and <Py_ssize_t>strides[i] != expected:
-                return False
-            expected *= d
-        return True
-
-    @classmethod
-    def _lazy(cls, shape, dtype, device, node, index=0):
-        return new_lazy(cls, shape, dtype, device, node, index)
-
-    @classmethod
-    def _from_storage(cls, storage, shape, dtype, device=None, strides=None, offset=0):
-        cdef TensorBase t
-        if device is None:
-            device = CPU
-        t = new_lazy(cls, shape, dtype, device, None, 0)
-        t._storage = storage
-        if strides is not None:
-            t._strides = tuple(strides)
-        t._offset = offset
-        return t
-
-
-@cython.auto_pickle(False)
-@cython.final
-cdef class OpDef:
-    """One row of the op table (ops/registry.py documents the fields): a C struct, because recording,
-    scheduling and backward read its fields for every node."""
-
-    def __init__(
-        self, name, kernels=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True
-    ):
-        self.name = name
-        self.kernels = dict(kernels or {})
-        self.backward = backward
-        self.fusible = fusible
-        self.view = view
-        self.n_outputs = n_outputs
-        self.saves_inputs = saves_inputs
-        self.window_kernels = {}
-
-    def __repr__(self):
-        devs = ",".join(sorted(self.kernels))
-        return f"<op {self.name} [{devs}]{' view' if self.view else ''}{' fusible' if self.fusible else ''}>"
-
-
-@cython.auto_pickle(False)
-@cython.final
-cdef class Node:
-    """One op application: the op row, its input tensors, its (hashable) arguments and its outputs."""
-
-    def __init__(self, op, inputs, args, specs, device=None):
-        self.op = op
-        self.inputs = inputs
-        self.args = args
-        self.specs = specs
-        self.device = device
-
-    def __repr__(self):
-        return f"<Node {self.op.name} args={self.args!r}>"
-
-
-cdef tuple contiguous_strides(tuple shape):
-    cdef Py_ssize_t n = len(shape), i, acc = 1
-    if n == 0:
-        return ()
-    cdef list out = [0] * n
-    for i in range(n - 1, -1, -1):
-        out[i] = acc
-        acc *= max(<Py_ssize_t>shape[i], 1)
-    return tuple(out)
-
-
-cdef tuple _NO_ARGS = ()
-
-
-cdef inline TensorBase _alloc(type cls):
-    """``TensorBase.__new__(cls)`` without the Python-level call Cython makes of it for a `cls` it can't see at
-    compile time (~800 instructions, for every tensor an op records): TensorBase's own tp_new, on `cls`, which is
-    what ``TensorBase.__new__`` runs (so a subclass's Python ``__new__``, Parameter's, is not called either)."""
-    if cls is not _Tensor and not issubclass(cls, TensorBase):
-        raise TypeError(f"{cls.__name__} is not a subtype of TensorBase")
-    return <TensorBase>(<PyTypeObject *>TensorBase).tp_new(cls, <PyObject *>_NO_ARGS, NULL)
-
-
-cdef TensorBase new_lazy(type cls, object shape, object dtype, object device, object node, Py_ssize_t index):
-    cdef TensorBase t = _alloc(cls)
-    if type(shape) is not tuple:
-        shape = tuple(shape)
-    t._shape = shape
-    t._strides = contiguous_strides(<tuple>shape)
-    if dtype is None:  # compiled code reads dtype fields unchecked (TensorBase.dtype is typed)
-        raise TypeError("a tensor needs a dtype, got None")
-    t.dtype = dtype
-    t.device = device
-    t._node = node
-    t._index = index
-    return t
 
 
 cdef inline bint _live(object r):
@@ -249,7 +116,7 @@ cpdef list record(object op, object inputs, object args, object specs, object de
     cdef bint view = row.view if row is not None else op.view
     for shape, dtype in specs:
         if view:  # strides and offset are set below from the arguments: skip the contiguous ones
-            o = _alloc(_Tensor)
+            o = alloc_tensor(_Tensor)
             o._shape = shape if type(shape) is tuple else tuple(shape)
             if dtype is None:
                 raise TypeError(f"{op.name}: an output needs a dtype, got None")

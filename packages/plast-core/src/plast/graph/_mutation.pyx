@@ -16,7 +16,7 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.ref cimport PyObject
 from cpython.weakref cimport PyWeakref_GetObject
 
-from ._graph cimport Node, TensorBase, env_zero
+from .._core._structs cimport Node, TensorBase, env_zero
 from ..memory.arena cimport Storage, check_storage
 
 from .._core import grad_mode as autograd_state
@@ -27,7 +27,6 @@ from .._core._state cimport flag, is_set
 cdef dict _AG = autograd_state.__dict__, _TAPE = tape.__dict__
 
 cdef list _captured = None  # while an optimizer records its update: (op, inputs, args, mutated) per call
-replayed = weakref.WeakSet()  # nodes an UpdateReplay runs every step (kernels may keep what they pack)
 
 
 
@@ -232,7 +231,7 @@ cdef class UpdateReplay:
                 raise ValueError(f"UpdateReplay: op {op.name!r} has no {c.device.type} kernel")
             c.node = Node(op, (), args, [], c.device)
             c.node.outputs = []
-            replayed.add(c.node)
+            c.node.reruns = True  # kernels may keep what they pack for it (scratch)
             self.calls.append(c)
         self.seq_lists, self.seq_items = [], []
         for lst, items in sequences:

@@ -14,7 +14,8 @@ from plast.kernels.cpu._fused cimport ChainKernel
 from plast.kernels.cpu._kernels cimport binary_run, copy_run
 from plast.kernels.cpu._matmul cimport AddmmActKernel, AddmmKernel, MatmulKernel
 from plast.kernels.cpu.fastpath cimport SumKernel
-from ._graph cimport Node, OpDef, TensorBase, add_readers, nbytes, new_lazy
+from .._core._structs cimport Node, OpDef, TensorBase, nbytes, new_lazy
+from ._graph cimport add_readers
 from ..memory.arena cimport Arena, Storage, check_storage
 
 from ..memory import arenas as _arenas

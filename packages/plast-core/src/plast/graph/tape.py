@@ -89,6 +89,7 @@ def device_copy(node, inputs, outputs):
 def note_mutation(node):
     """A fused in-place kernel (optimizer update) ran on node.inputs."""
     if _tape is not None and not _host_side:
+        node.reruns = True  # a plan step: its kernel may keep what it packs (node.scratch)
         kernel = node.op.kernels[node.inputs[0].device.type]
         _tape.kernel(kernel, node, node.inputs, [], node.op.name, "mutation")
 

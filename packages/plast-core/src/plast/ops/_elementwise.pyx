@@ -9,7 +9,8 @@ category, tensors of two dtypes) take the general rules of plast._core.dtypes.
 
 from libc.math cimport copysign
 
-from plast.graph._graph cimport TensorBase, record
+from plast._core._structs cimport TensorBase
+from plast.graph._graph cimport record
 
 from .._core import dtypes as _dtypes
 from .._core.errors import DeviceMismatchError

@@ -5,7 +5,8 @@ backward, each step. Their checks, promotion and shape rules read the tensors' C
 ``record``. ops/linalg.py and ops/nn.py register the op rows, bind them here and re-export these functions.
 """
 
-from plast.graph._graph cimport TensorBase, record
+from plast._core._structs cimport TensorBase
+from plast.graph._graph cimport record
 
 from .._core import dtypes as _dtypes
 from .._core.errors import DeviceMismatchError, ShapeError

@@ -6,7 +6,8 @@ and end in a C call to ``record``. ops/movement.py registers the op rows, binds 
 functions with the backward rules and the rest of the module.
 """
 
-from plast.graph._graph cimport TensorBase, record
+from plast._core._structs cimport TensorBase
+from plast.graph._graph cimport record
 
 from .._core import dtypes as _dtypes
 from .._core.errors import ShapeError

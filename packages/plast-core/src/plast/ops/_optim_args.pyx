@@ -3,7 +3,7 @@
 """Argument checks of the fused optimizer updates (ops/optim.py, ops/optim_rmsprop.py), compiled: an update
 checks every parameter, gradient and state tensor on every step, so the loops read the tensors' C fields."""
 
-from plast.graph._graph cimport TensorBase
+from plast._core._structs cimport TensorBase
 
 from .._core.errors import DeviceMismatchError, DTypeError, ShapeError
 

@@ -5,7 +5,8 @@ gradient back to its input's shape with sum_to_shape. ops/reduce.py registers th
 re-exports these functions.
 """
 
-from plast.graph._graph cimport TensorBase, record
+from plast._core._structs cimport TensorBase
+from plast.graph._graph cimport record
 
 from .._core import dtypes as _dtypes
 from .._core.errors import DTypeError

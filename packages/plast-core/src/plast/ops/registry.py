@@ -10,7 +10,7 @@ Tensors whose storage the engine has allocated (contiguous). A *view* row has ``
 returns ``(storage, strides, offset)`` for its single output instead of writing one.
 """
 
-from ..graph._graph import OpDef
+from .._core._structs import OpDef
 
 OPS = {}
 

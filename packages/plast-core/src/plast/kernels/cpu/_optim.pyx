@@ -22,12 +22,10 @@ from libc.string cimport memset
 
 
 from plast.kernels.cpu._runtime cimport num_threads, simd_level
-from plast.graph._graph cimport Node, TensorBase
+from plast._core._structs cimport Node, TensorBase
 from plast.memory.arena cimport Storage
 
 from plast._core import dtypes as _dtypes
-from plast.graph import tape as _tape
-from plast.graph._mutation import replayed as _replayed
 
 cdef extern from "optim.h" nogil:
     int PLAST_OPT_SGD
@@ -390,8 +388,8 @@ def run(int kind, node, inputs):
     if fit == 1:
         plan._point(inputs)  # the same layouts in other blocks (an eager step's new gradients)
     elif fit == 0:
-        # kept for nodes that run again: a jit plan's, an eager optimizer's replayed update's
-        keep = plan is not None or _tape.tracing() or node in _replayed
+        # kept for nodes that run again (a jit plan's, an eager optimizer's replayed update's: they say so)
+        keep = plan is not None or nd.reruns
         plan = Plan(kind, node.args, inputs)
         _built += 1
         if keep:

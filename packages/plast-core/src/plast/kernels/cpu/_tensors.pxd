@@ -1,7 +1,7 @@
 # Raw access to a realized tensor's memory for kernel wrappers: its address and its (broadcast) strides as C
 # arrays, read straight from the C structs (graph/_graph.pxd, memory/arena.pxd) without Python attribute calls.
 
-from plast.graph._graph cimport TensorBase
+from plast._core._structs cimport TensorBase
 from plast.memory.arena cimport Storage
 
 

@@ -4,7 +4,7 @@ numpy's C API: ``np.frombuffer`` + ``as_strided`` cost microseconds per call, an
 cimport numpy as cnp
 from cpython.ref cimport Py_INCREF
 
-from ...graph._graph cimport TensorBase
+from ..._core._structs cimport TensorBase
 from ...memory.arena cimport Storage
 
 import numpy as np
