@@ -232,7 +232,7 @@ def test_a_listed_fifo_or_symlink_does_not_verify_and_never_blocks(tmp_path):
     [
         "../../escaped.txt",
         "../escaped.txt",
-        "/tmp/abs.txt",
+        "<absolute>",
         "sub/file.txt",
         "sub\\file.txt",
         "..",
@@ -249,10 +249,12 @@ def test_a_listed_fifo_or_symlink_does_not_verify_and_never_blocks(tmp_path):
 )
 def test_extra_file_names_must_be_plain_names_inside_the_checkpoint(tmp_path, name):
     ck = Checkpointer(tmp_path / "run" / "checkpoints")
+    if name == "<absolute>":
+        name = str(tmp_path / "escaped-abs.txt")
     with pytest.raises(ValueError, match="checkpoint file name"):
         ck.save(1, _model_state(1), _state(1), files={name: "escaped"})
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "run" / "escaped.txt").exists()
-    assert not any(tmp_path.rglob("*escaped*")) and not os.path.exists("/tmp/abs.txt")
+    assert not any(tmp_path.rglob("*escaped*"))
     assert ck.list() == [] and not any((tmp_path / "run" / "checkpoints").glob("*"))
     ck.save(1, _model_state(1), _state(1), files={"notes-1.v2_txt": "fine"})  # plain names still work
     assert ck.latest().file("notes-1.v2_txt").read_text() == "fine"

@@ -199,3 +199,14 @@ def _fresh_global_rng():
     state = plast.get_rng_state()
     yield
     plast.set_rng_state(state)
+
+
+def test_a_run_trained_with_forked_workers_is_unlocked_when_it_ends(tmp_path):
+    from plast.experiment.runlock import RunLock, RunLockedError
+
+    res = _fit(tmp_path, "run.name=workers", "data.num_workers=2", **{"train.max_steps": 12})
+    assert res.status == "finished"
+    with RunLock(res.run_dir):  # the workers (forked while the lock was held) never held it
+        with pytest.raises(RunLockedError, match="by this process"):
+            RunLock(res.run_dir).acquire()
+    assert _fit(tmp_path, resume=res.run_dir).status == "finished"  # and it can be trained again

@@ -1,9 +1,11 @@
-"""One process at a time trains a run directory: an exclusive ``flock`` on ``<run>/.lock``.
+"""One process at a time trains a run directory: an exclusive POSIX record lock (``fcntl.lockf``) on
+``<run>/.lock``, and within a process a table of the directories it holds.
 
-The lock belongs to the open file, so the kernel drops it when the process exits in any way (a crash or
-``kill -9`` included); there is never a stale lock to delete by hand. The file holds the owner's pid and command
-line, only to name it in the error the second process gets. POSIX only (``fcntl``); where it is missing the run
-is not locked.
+The kernel drops the lock when the process exits in any way (a crash or ``kill -9`` included); there is never
+a stale lock to delete by hand. A record lock, not ``flock``: it belongs to the process, so DataLoader workers
+forked while a run trains do not inherit it and cannot keep it past their parent. The file holds the owner's
+pid and command line, only to name it in the error the second process gets. POSIX only (``fcntl``); where it is
+missing the run is not locked.
 
 >>> import tempfile
 >>> d = tempfile.mkdtemp()
@@ -30,6 +32,9 @@ class RunLockedError(RuntimeError):
     """The run directory is being trained by another process (or another Trainer in this one)."""
 
 
+_HELD: set[str] = set()  # lock files this process holds (a record lock never conflicts with its own process)
+
+
 class RunLock:
     """An exclusive, non-blocking lock on a run directory, held from ``acquire()`` to ``release()``."""
 
@@ -42,9 +47,17 @@ class RunLock:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX: documented as unlocked
             return self
+        key = os.path.realpath(self.path)
+        if key in _HELD:
+            raise RunLockedError(
+                f"{self.path.parent} is being trained by this process (pid {os.getpid()}) already; wait for "
+                "that Trainer to finish"
+            )
+        # NOTE: this process opens the lock file only here and closes it only in release(): closing any
+        # descriptor of the file would drop a record lock.
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             holder = _read_holder(fd)
             os.close(fd)
@@ -55,12 +68,15 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()}: {' '.join(sys.argv)[:500]}\n".encode("utf-8", "replace"))
         self._fd = fd
+        self._key = key
+        _HELD.add(key)
         return self
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
-            os.close(fd)  # closing the file drops the flock
+            _HELD.discard(self._key)
+            os.close(fd)  # closing the file drops the lock
 
     def __enter__(self) -> RunLock:
         return self.acquire()
