@@ -162,13 +162,13 @@ def test_two_resumes_of_one_run_do_not_both_train_it(tmp_path, subprocess_env):
 
     cfg = load_config(overrides=tiny_overrides(tmp_path, **{"run.name": "twice", "run.plot": "false"}))
     part = Trainer(cfg, quiet=True, stop_at_step=5).fit()
-    steps = 400
+    steps = 2000  # long enough that the first one still trains while the second starts
     args = CLI + [
         "train",
         "--resume",
         str(part.run_dir),
         f"train.max_steps={steps}",
-        "train.eval_interval=100",
+        f"train.eval_interval={steps}",
     ]
     first = subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env, cwd=tmp_path

@@ -65,10 +65,10 @@ def _cmd_train(args) -> int:
     from plast.experiment.runlock import RunLockedError
     from plast.experiment.tracker import DatabaseLockedError
 
-    trainer = Trainer(cfg, resume=args.resume, quiet=args.quiet)
     try:
+        trainer = Trainer(cfg, resume=args.resume, quiet=args.quiet)
         result = trainer.fit()
-    except (ConfigError, RunLockedError, DatabaseLockedError, CheckpointError, FileNotFoundError) as e:
+    except (ConfigError, RunLockedError, DatabaseLockedError, CheckpointError, OSError) as e:
         print(f"plast train: {e}", file=sys.stderr)
         return 2
     say = (lambda *a: None) if args.quiet else print
