@@ -210,3 +210,11 @@ def test_a_run_trained_with_forked_workers_is_unlocked_when_it_ends(tmp_path):
         with pytest.raises(RunLockedError, match="by this process"):
             RunLock(res.run_dir).acquire()
     assert _fit(tmp_path, resume=res.run_dir).status == "finished"  # and it can be trained again
+
+
+def test_a_damaged_run_json_is_a_config_error(tmp_path):
+    part = _fit(tmp_path, "run.name=part", stop_at_step=5)
+    for text in ("{not json", "[1, 2]", '{"run_id": "x"}'):
+        (part.run_dir / "run.json").write_text(text)
+        with pytest.raises(ConfigError, match="run.json is damaged"):
+            Trainer(resume=part.run_dir)

@@ -252,7 +252,14 @@ class Trainer:
             info = self.resume_dir / RUN_FILE
             if not info.exists():
                 raise FileNotFoundError(f"{self.resume_dir} is not a plast run directory (no {RUN_FILE})")
-            self.run_info = json.loads(info.read_text(encoding="utf-8"))
+            try:
+                self.run_info = json.loads(read_text_file(info, "--resume"))
+                if not isinstance(self.run_info, dict) or not {"run_id", "db"} <= set(self.run_info):
+                    raise ValueError("not a mapping with run_id and db")
+            except (ValueError, RecursionError) as e:
+                if isinstance(e, ConfigError):
+                    raise
+                raise ConfigError(f"{info} is damaged ({e}); it names the run's id and database") from None
             if cfg is None:  # the run's own config (a caller may pass it with overrides applied)
                 cfg = load_config(self.resume_dir / CONFIG_FILE)
         if cfg is None:
