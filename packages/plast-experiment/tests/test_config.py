@@ -177,3 +177,11 @@ def test_dump_round_trips():
 def test_docstring_examples_run():
     result = doctest.testmod(config_module)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("module", ["archs", "runlock"])
+def test_docstring_examples_of_archs_and_runlock_run(module):
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"plast.experiment.{module}"))
+    assert result.attempted > 0 and result.failed == 0
