@@ -1,6 +1,6 @@
 """Tests for plast.data.DataLoader: determinism across workers, resume, collate, errors, clean shutdown.
 
-Worker processes cost startup time (forkserver), so tests share loaders across assertions where they can.
+Worker processes cost startup time, so tests share loaders across assertions where they can.
 """
 
 import collections
@@ -434,8 +434,6 @@ def test_no_orphans_after_exhaustion_break_del_and_ctrl_c():
 def test_argument_checks():
     with pytest.raises(NotImplementedError, match="CUDA backend"):
         DataLoader(list(range(3)), device="cuda")
-    with pytest.raises(ValueError, match="fork"):
-        iter(DataLoader(list(range(3)), num_workers=1, multiprocessing_context="fork"))
     with pytest.raises(ValueError, match="mutually exclusive"):
         DataLoader(list(range(3)), shuffle=True, sampler=[0, 1, 2])
     with pytest.raises(ValueError, match="mutually exclusive"):
@@ -446,7 +444,76 @@ def test_argument_checks():
         DataLoader(list(range(3)), num_workers=-1)
     with pytest.raises(ValueError):
         DataLoader(list(range(3)), persistent_workers=True)
-    assert DataLoader(list(range(3)), device="cpu").device == "cpu"
+    for cpu in ("cpu", "cpu:0", plast.Device.CPU, plast.device("cpu")):
+        assert DataLoader(list(range(3)), device=cpu).device == "cpu"
+    with pytest.raises(NotImplementedError, match="CUDA backend"):
+        DataLoader(list(range(3)), device=plast.Device.CUDA)
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda'.*'tpu'"):
+        DataLoader(list(range(3)), device="tpu")
     loader = DataLoader(list(range(10)), batch_sampler=[[0, 1], [5, 9]])
     assert [b.tolist() for b in loader] == [[0, 1], [5, 9]] and len(loader) == 2
     assert len(DataLoader(list(range(10)), batch_size=3, drop_last=True)) == 3
+
+
+# ---- fork-started workers, as torch's on Linux ----
+
+NO_MAIN_GUARD = """
+import os, sys, time
+import numpy as np
+import plast
+from plast.data import DataLoader, Dataset, get_worker_info
+
+plast.set_num_threads(2)
+w = plast.randn(256, 256)
+for _ in range(3):  # the parent's OpenMP team exists and has run before the workers start
+    (w @ w).exp().sum().item()
+
+
+class Squares(Dataset):  # defined in __main__: a spawn or forkserver worker could not unpickle it
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        x = plast.full((64, 64), float(i))
+        v = (x @ x).sum().item()  # kernels run inside the worker
+        return np.float64(v), get_worker_info().id, os.getpid(), plast.get_num_threads()
+
+
+def init(worker_id):
+    plast.set_num_threads(4)  # a forked worker must stay on one thread: put back, with a warning
+
+
+for method in (None, "fork"):
+    loader = DataLoader(
+        Squares(),
+        batch_size=3,
+        num_workers=2,
+        collate_fn=lambda rows: [list(c) for c in zip(*rows)],  # a lambda: never pickled with fork
+        worker_init_fn=init,
+        multiprocessing_context=method,
+        timeout=60,
+    )
+    out = list(loader)
+    values = [v for b in out for v in b[0]]
+    assert values == [float(i) * i * 64 * 64 * 64 for i in range(12)], values
+    assert [b[1][0] for b in out] == [0, 1, 0, 1]
+    assert len({p for b in out for p in b[2]} - {os.getpid()}) == 2
+    assert {t for b in out for t in b[3]} == {1}
+print("ok", (w @ w).sum().item() != 0)
+"""
+
+
+def test_fork_workers_run_a_script_without_a_main_guard(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "train_script.py"
+    script.write_text(NO_MAIN_GUARD)
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok True"
+    assert "must stay on one" in out.stderr  # the worker_init_fn's 4 threads were refused
+    assert time.monotonic() - t0 < 60

@@ -169,3 +169,59 @@ def test_randperm_is_uniform_enough():
         [list(RandomSampler(range(4), generator=gen(s)))[0] for s in range(400)], minlength=4
     )
     assert counts.min() > 60
+
+
+def _drawn_at_once(n, total, replacement, seed):
+    """What RandomSampler's epoch was before lazy drawing: every index in one go from the generator."""
+    g = gen(seed)
+    if replacement:
+        out = plast.randint(0, n, (total,), generator=g).numpy()
+    else:
+        perms = [np.argsort(plast.randint(0, 1 << 62, (n,), generator=g).numpy(), kind="stable")]
+        while sum(map(len, perms)) < total:
+            perms.append(np.argsort(plast.randint(0, 1 << 62, (n,), generator=g).numpy(), kind="stable"))
+        out = np.concatenate(perms)[:total]
+    return out.tolist(), g.get_state().numpy().tolist()
+
+
+@pytest.mark.parametrize(
+    "n, total, replacement",
+    [(5, 200, True), (10, 25, False), (7, 3 * 65536 + 5, True), (1000, 2 * 65536, True), (300, 1000, False)],
+)
+def test_lazy_draws_are_the_sequence_drawn_at_once(n, total, replacement):
+    expected, state_after = _drawn_at_once(n, total, replacement, seed=11)
+    g = gen(11)
+    s = RandomSampler(range(n), replacement=replacement, num_samples=total, generator=g)
+    assert list(s) == expected
+    assert g.get_state().numpy().tolist() == state_after  # the generator moves on as before
+    batches = list(BatchSampler(RandomSampler(range(n), replacement, total, gen(11)), 1000, False))
+    assert sum(batches, []) == expected
+
+
+def test_replacement_with_a_huge_num_samples_is_lazy_and_resumable():
+    import tracemalloc
+
+    total = 10**10  # drawn at once: 80 GB of indices
+    s = RandomSampler(range(50), replacement=True, num_samples=total, generator=gen(4))
+    assert len(s) == total
+    tracemalloc.start()
+    it = s._chunks(4096)  # as BatchSampler reads it
+    head = [next(it) for _ in range(40)]  # 40 batches, across 2 blocks of 65,536
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 64 << 20
+    assert all(len(b) == 4096 and all(0 <= i < 50 for i in b) for b in head)
+    assert sum(head, []) == _drawn_at_once(50, 40 * 4096, True, seed=4)[0]  # the prefix of the same sequence
+    sd = json.loads(json.dumps(s.state_dict()))
+    nxt = next(it)
+    s2 = RandomSampler(range(50), replacement=True, num_samples=total, generator=gen(0))
+    s2.load_state_dict(sd)
+    assert next(s2._chunks(4096)) == nxt
+    far = RandomSampler(range(50), replacement=True, num_samples=total, generator=gen(0))
+    far.load_state_dict({"version": 1, "generator_state": sd["generator_state"], "yielded": total - 3})
+    # the last 3 of 10**10, without drawing the others (list(far) would size a list by len(far))
+    tail = list(iter(far))
+    assert len(tail) == 3 and all(0 <= i < 50 for i in tail)
+    loader_batches = BatchSampler(RandomSampler(range(50), True, total, gen(4)), 4096, drop_last=True)
+    assert len(loader_batches) == total // 4096
+    assert next(iter(loader_batches)) == head[0]

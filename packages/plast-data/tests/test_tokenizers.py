@@ -2,6 +2,7 @@
 the model file (save/load and every kind of damage), decode errors, CharTokenizer."""
 
 import doctest
+import json
 import os
 import subprocess
 import sys
@@ -20,12 +21,18 @@ from plast.data.tokenizers import (
     BPETokenizer,
     CharTokenizer,
     Tokenizer,
+    known_split_patterns,
     load,
+    register_split_pattern,
 )
 from plast.data.tokenizers.bpe import bpe_heap, bpe_scan
 
 EOT = "<|endoftext|>"
 ONE_CHUNK = r"[\s\S]+"  # no pre-split: the whole text is one chunk
+WORDS_AND_SPACES = r"\S+|\s+"
+# tokenizer files may only use known patterns: these tests trust their own
+register_split_pattern("test-one-chunk", ONE_CHUNK)
+register_split_pattern("test-words-and-spaces", WORDS_AND_SPACES)
 
 
 @pytest.fixture(scope="module")
@@ -479,3 +486,125 @@ def test_char_tokenizer_keeps_surrogates(tmp_path):
     tok.save(tmp_path / "s.tok")
     loaded = CharTokenizer.load(tmp_path / "s.tok")
     assert loaded.decode(loaded.encode(s)) == s
+
+
+# ----- hostile files ------------------------------------------------------------------------------------------
+HANGING_ENCODE = """
+import sys
+from plast.data.tokenizers import BPETokenizer
+try:
+    tok = BPETokenizer.load(sys.argv[1])
+except ValueError as e:
+    print("refused:", e)
+    sys.exit(0)
+tok.encode("a" * 40 + "b")  # (a|aa)+$ backtracks for ever on this
+print("encoded")
+"""
+
+
+def test_a_file_cannot_bring_its_own_split_pattern(tmp_path):
+    path = tmp_path / "evil.tok"
+    path.write_text(GOOD.replace('"\\\\S+|\\\\s+"', '"(a|aa)+$"'))
+    out = subprocess.run(
+        [sys.executable, "-c", HANGING_ENCODE, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("refused:") and "evil.tok line 3" in out.stdout
+    assert "not a known pattern" in out.stdout and "register_split_pattern" in out.stdout
+    # a pattern the code trusts, registered, loads; so do the built-in ones
+    register_split_pattern("test-dangerous-but-trusted", "(a|aa)+$")
+    assert BPETokenizer.load(path).pattern == "(a|aa)+$"
+    assert {"gpt2", "gpt4", "test-dangerous-but-trusted"} <= set(known_split_patterns())
+    for pattern in (GPT2_SPLIT_PATTERN, GPT4_SPLIT_PATTERN):
+        BPETokenizer(pattern=pattern).save(tmp_path / "ok.tok")
+        assert load(tmp_path / "ok.tok").pattern == pattern
+    with pytest.raises(ValueError, match="already registered with another pattern"):
+        register_split_pattern("gpt4", ONE_CHUNK)
+    with pytest.raises(ValueError, match="invalid split pattern"):
+        register_split_pattern("broken", "(")
+
+
+DOUBLING = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a bare MemoryError rather than the OOM killer
+from plast.data.tokenizers import load
+try:
+    load(sys.argv[1])
+except ValueError as e:
+    print("refused:", e)
+"""
+
+
+def test_merges_that_double_token_length_are_bounded(tmp_path):
+    merges = ["97 97"] + [f"{256 + i} {256 + i}" for i in range(44)]  # token 256 + k has 2**(k + 1) bytes
+    body = f"plast-tokenizer 1\nkind bpe\npattern {json.dumps(GPT4_SPLIT_PATTERN)}\n"
+    body += f"merges {len(merges)}\n" + "\n".join(merges) + "\nspecial 0\nend\n"
+    path = tmp_path / "doubling.tok"
+    path.write_text(body)
+    out = subprocess.run(
+        [sys.executable, "-c", DOUBLING, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("refused:") and "doubling.tok" in out.stdout and "MiB" in out.stdout
+    with pytest.raises(ValueError, match="more than 256 MiB"):  # the same bound from code
+        BPETokenizer(merges=[(97, 97)] + [(256 + i, 256 + i) for i in range(44)])
+    ok = BPETokenizer(merges=[(97, 97)] + [(256 + i, 256 + i) for i in range(19)])  # a 1 MiB token is fine
+    assert len(ok.token_bytes(ok.vocab_size - 1)) == 1 << 20
+
+
+HOSTILE = {
+    "deeply nested pattern": GOOD.replace('"\\\\S+|\\\\s+"', "[" * 100000 + "]" * 100000),
+    "deeply nested special": GOOD.replace('"<eos>" 258', "[" * 100000 + " 258"),
+    "a 5000-digit merge count": GOOD.replace("merges 2", "merges " + "9" * 5000),
+    "a 5000-digit merge id": GOOD.replace("256 99", "256 " + "9" * 5000),
+    "a 5000-digit special id": GOOD.replace('"<eos>" 258', '"<eos>" ' + "9" * 5000),
+    "a huge merge count": GOOD.replace("merges 2", "merges 999999999999"),
+    "a surrogate special": GOOD.replace('"<eos>"', '"\\ud800"'),
+    "unknown pattern": GOOD.replace('"\\\\S+|\\\\s+"', '"\\\\w+"'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_file_raises_value_error_naming_it(tmp_path, name):
+    path = tmp_path / "hostile.tok"
+    path.write_text(HOSTILE[name])
+    with pytest.raises(ValueError, match="hostile.tok"):
+        load(path)
+
+
+def test_only_regular_files_are_read(tmp_path):
+    fifo = tmp_path / "fifo.tok"
+    os.mkfifo(fifo)  # opening it for reading would block until a writer came
+    with pytest.raises(ValueError, match="fifo.tok: not a plast tokenizer file \\(not a regular file"):
+        load(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        load("/dev/zero")  # would read for ever
+    with pytest.raises(ValueError, match="not a regular file"):
+        load(tmp_path)
+    with pytest.raises(FileNotFoundError, match="missing.tok"):
+        load(tmp_path / "missing.tok")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(0, len(GOOD) - 1), st.sampled_from(list('0123456789 "\\[]{}\n-eabx\x00\xff'))),
+        min_size=1,
+        max_size=6,
+    ),
+    cut=st.booleans(),
+)
+def test_any_damaged_file_is_a_value_error_naming_it(tmp_path, edits, cut):
+    data = bytearray(GOOD.encode())
+    for pos, ch in edits:
+        data[pos] = ord(ch)
+    if cut:
+        data = data[: edits[0][0]]
+    path = tmp_path / "fuzz.tok"
+    path.write_bytes(bytes(data))
+    try:
+        tok = load(path)
+    except ValueError as e:
+        assert "fuzz.tok" in str(e)
+    else:
+        assert isinstance(tok.decode(list(range(tok.vocab_size))), str)  # a file that still loads works

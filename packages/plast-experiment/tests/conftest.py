@@ -10,12 +10,14 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import tinylm  # noqa: E402, F401  (registers model.arch "tinylm")
+
 
 def tiny_overrides(root, **extra) -> list[str]:
     """Overrides for a run of TinyLM under `root` (40 steps of 8 x 2 windows of 16 characters; ~26 steps an
     epoch, so a run crosses an epoch boundary)."""
     values = {
-        "model.arch": "tinylm:build",
+        "model.arch": "tinylm",
         "model.n_embd": 32,
         "model.block_size": 16,
         "model.dropout": 0.1,
@@ -37,7 +39,8 @@ def tiny_overrides(root, **extra) -> list[str]:
 
 @pytest.fixture
 def subprocess_env():
-    """Environment for `python -m plast.experiment.cli` children: tinylm importable, one thread, no TTY."""
+    """Environment for `python -m tinycli` children (the plast command with TinyLM registered): tinylm
+    importable, two threads, no TTY."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.setdefault("OMP_NUM_THREADS", "2")

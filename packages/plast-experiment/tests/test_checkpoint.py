@@ -156,6 +156,128 @@ def test_damaged_newest_falls_back_with_a_warning(tmp_path, damage):
         assert load_checkpoint(tmp_path).step == 1
 
 
+def _rewrite_meta(ckpt_dir, edit):
+    path = ckpt_dir / "meta.json"
+    meta = json.loads(path.read_text())
+    edit(meta)
+    path.write_text(json.dumps(meta))
+
+
+META_DAMAGE = {
+    "step not a number": lambda m: m.update(step="abc"),
+    "step NaN": lambda m: m.update(step=float("nan")),
+    "step negative": lambda m: m.update(step=-2),
+    "step a bool": lambda m: m.update(step=True),
+    "step a float": lambda m: m.update(step=2.5),
+    "step of another directory": lambda m: m.update(step=7),
+    "files a string": lambda m: m.update(files="model.safetensors"),
+    "files a list": lambda m: m.update(files=["model.safetensors", "state.safetensors"]),
+    "file entry a string": lambda m: m["files"].update({"model.safetensors": "abc"}),
+    "file size a string": lambda m: m["files"]["model.safetensors"].update(bytes="12"),
+    "file outside the directory": lambda m: m["files"].update(
+        {"../../escaped.txt": {"bytes": 1, "sha256": "0"}}
+    ),
+    "metrics a list": lambda m: m.update(metrics=[1, 2]),
+    "metric a string": lambda m: m.update(metrics={"val_loss": "low"}),
+    "not a mapping": lambda m: (m.clear(), m.update(format=["plast"])),
+}
+
+
+@pytest.mark.parametrize("damage", list(META_DAMAGE))
+def test_damaged_meta_json_falls_back_to_the_previous_checkpoint(tmp_path, damage):
+    ck = Checkpointer(tmp_path)
+    _save(ck, 1)
+    newest = _save(ck, 2).path
+    _rewrite_meta(newest, META_DAMAGE[damage])
+    with pytest.raises(CheckpointError, match="meta.json"):
+        verify_checkpoint(newest)
+    with pytest.warns(RuntimeWarning, match="using the previous good checkpoint ckpt-00000001"):
+        assert ck.latest().step == 1
+    assert [c.step for c in ck.list()] == [1]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100000 + "]" * 100000, '{"format": "plast-checkpoint/1", "step": 1e999999}', "\xff\xfe{}", ""],
+    ids=["deep nesting", "huge number", "not UTF-8", "empty"],
+)
+def test_hostile_meta_json_text_is_a_checkpoint_error(tmp_path, text):
+    ck = Checkpointer(tmp_path)
+    _save(ck, 1)
+    newest = _save(ck, 2).path
+    (newest / "meta.json").write_bytes(text.encode("latin-1"))
+    with pytest.raises(CheckpointError, match="meta.json"):
+        verify_checkpoint(newest)
+    with pytest.warns(RuntimeWarning, match="ckpt-00000001"):
+        assert ck.latest().step == 1
+
+
+def test_a_listed_fifo_or_symlink_does_not_verify_and_never_blocks(tmp_path):
+    ck = Checkpointer(tmp_path)
+    _save(ck, 1)
+    newest = _save(ck, 2).path
+    tok = newest / "tokenizer.txt"
+    tok.unlink()
+    os.mkfifo(tok)  # reading it would block for ever
+    with pytest.raises(CheckpointError, match="not a regular file"):
+        verify_checkpoint(newest)
+    tok.unlink()
+    tok.symlink_to(tmp_path / "ckpt-00000001" / "tokenizer.txt")
+    with pytest.raises(CheckpointError, match="not a regular file"):
+        verify_checkpoint(newest)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../../escaped.txt",
+        "../escaped.txt",
+        "<absolute>",
+        "sub/file.txt",
+        "sub\\file.txt",
+        "..",
+        ".",
+        ".hidden",
+        "",
+        "a\0b",
+        "x" * 256,
+        "meta.json",
+        "model.safetensors",
+        "state.safetensors",
+        7,
+    ],
+)
+def test_extra_file_names_must_be_plain_names_inside_the_checkpoint(tmp_path, name):
+    ck = Checkpointer(tmp_path / "run" / "checkpoints")
+    if name == "<absolute>":
+        name = str(tmp_path / "escaped-abs.txt")
+    with pytest.raises(ValueError, match="checkpoint file name"):
+        ck.save(1, _model_state(1), _state(1), files={name: "escaped"})
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "run" / "escaped.txt").exists()
+    assert not any(tmp_path.rglob("*escaped*"))
+    assert ck.list() == [] and not any((tmp_path / "run" / "checkpoints").glob("*"))
+    ck.save(1, _model_state(1), _state(1), files={"notes-1.v2_txt": "fine"})  # plain names still work
+    assert ck.latest().file("notes-1.v2_txt").read_text() == "fine"
+    with pytest.raises(CheckpointError, match="no file"):
+        ck.latest().file("../checkpoints/ckpt-00000001/meta.json")
+
+
+def test_nan_is_never_the_best(tmp_path):
+    ck = Checkpointer(tmp_path, keep_last=1)
+    for step, val in [(1, float("nan")), (2, 0.5), (3, 2.0), (4, 3.0)]:
+        _save(ck, step, metrics={"val_loss": val})
+    assert [c.step for c in ck.list()] == [2, 4]  # the newest, and the best: 0.5, not the NaN of step 1
+    assert ck.best().step == 2
+    only_nan = Checkpointer(tmp_path / "nan", keep_last=1)
+    for step in (1, 2):
+        _save(only_nan, step, metrics={"val_loss": float("nan")})
+    assert only_nan.best() is None and [c.step for c in only_nan.list()] == [2]
+    ck_max = Checkpointer(tmp_path / "max", keep_last=1, best_metric="acc", best_mode="max")
+    for step, acc in [(1, float("nan")), (2, 0.9), (3, 0.1)]:
+        _save(ck_max, step, metrics={"acc": acc})
+    assert [c.step for c in ck_max.list()] == [2, 3]
+
+
 def test_nothing_good_left(tmp_path):
     ck = Checkpointer(tmp_path)
     only = _save(ck, 1).path

@@ -10,7 +10,8 @@ import time
 import pytest
 from conftest import tiny_overrides
 
-CLI = [sys.executable, "-m", "plast.experiment.cli"]
+CLI = [sys.executable, "-m", "tinycli"]  # the plast command with TinyLM registered
+PLAST = [sys.executable, "-m", "plast.experiment.cli"]  # the plain plast command
 
 
 def _plast(args, env, cwd, timeout=120):
@@ -115,3 +116,79 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_finishes(tmp_path, subprocess_env)
     assert res.returncode == 0, res.stderr
     assert "resuming run" in res.stdout and f"at step {step}" in res.stdout
     assert f"finished at step {step + 5}" in res.stdout
+
+
+EVILMOD = "open({marker!r}, 'w').write('ran')\ndef build(mcfg, vocab_size):\n    raise SystemExit(0)\n"
+
+
+def test_sample_never_imports_a_module_named_by_a_checkpoint(tmp_path, subprocess_env):
+    import yaml
+
+    import plast
+    from plast.data.tokenizers import CharTokenizer
+    from plast.experiment.checkpoint import Checkpointer
+    from plast.experiment.config import load_config
+
+    marker = tmp_path / "marker"
+    (tmp_path / "evilmod.py").write_text(EVILMOD.format(marker=str(marker)))  # in the working directory
+    cfg = load_config(overrides=tiny_overrides(tmp_path)).to_dict()
+    cfg["model"]["arch"] = "evilmod:build"  # what a downloaded checkpoint may say
+    CharTokenizer().train("abc ").save(tmp_path / "tok.txt")
+    ck = Checkpointer(tmp_path / "downloaded").save(
+        1,
+        {"w": plast.ones(2)},
+        {"step": 1},
+        files={"config.yaml": yaml.safe_dump(cfg), "tokenizer.txt": tmp_path / "tok.txt"},
+    )
+    for command in (PLAST, CLI):
+        out = subprocess.run(
+            command + ["sample", str(ck.path), "--max-new-tokens", "3"],
+            capture_output=True,
+            text=True,
+            env=subprocess_env,
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert out.returncode == 2, (out.stdout, out.stderr)
+        assert "model.arch 'evilmod:build' is not a registered architecture" in out.stderr
+        assert "Traceback" not in out.stderr
+        assert not marker.exists()
+
+
+def test_two_resumes_of_one_run_do_not_both_train_it(tmp_path, subprocess_env):
+    from plast.experiment.config import load_config
+    from plast.experiment.tracker import Tracker
+    from plast.experiment.trainer import Trainer
+
+    cfg = load_config(overrides=tiny_overrides(tmp_path, **{"run.name": "twice", "run.plot": "false"}))
+    part = Trainer(cfg, quiet=True, stop_at_step=5).fit()
+    steps = 2000  # long enough that the first one still trains while the second starts
+    args = CLI + [
+        "train",
+        "--resume",
+        str(part.run_dir),
+        f"train.max_steps={steps}",
+        f"train.eval_interval={steps}",
+    ]
+    first = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env, cwd=tmp_path
+    )
+    try:
+        for line in first.stdout:  # the first one has the run (and its lock) once it says so
+            if "resuming run" in line:
+                break
+        second = _plast(args[len(CLI) :], subprocess_env, tmp_path)
+        assert first.poll() is None, "the first resume ended before the second started: raise steps"
+        assert second.returncode == 2, second.stdout
+        assert f"is being trained by another process (pid {first.pid}" in second.stderr
+        assert "Traceback" not in second.stderr
+        rest, err = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err
+    db = Tracker(tmp_path / "runs.db")
+    assert db.metrics(part.run_id, "train_loss").step.tolist() == list(range(1, steps + 1))
+    # a lock dies with its process: after the first one (or a crash of it), the run can be resumed again
+    again = _plast(args[len(CLI) :] + [f"train.max_steps={steps + 2}"], subprocess_env, tmp_path)
+    assert again.returncode == 0, again.stderr

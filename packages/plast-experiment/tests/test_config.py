@@ -62,6 +62,30 @@ def test_override_values_are_yaml_scalars():
         ("model.n_embd=130", "must be a multiple of model.n_head"),
         ("train.batch_size=0", "train.batch_size must be >= 1"),
         ("data.tokenizer=wordpiece", "data.tokenizer must be 'bpe' or 'char'"),
+        ("optim.weight_decay=-1.0", "optim.weight_decay must be >= 0, got -1.0"),
+        ("optim.min_lr=5.0", "optim.min_lr must be in [0, optim.lr]"),
+        ("optim.lr=.inf", "optim.lr must be a finite number, got inf"),
+        ("optim.lr=.nan", "optim.lr must be a finite number, got nan"),
+        ("optim.lr=0", "optim.lr must be > 0"),
+        ("optim.beta2=1.0", "optim.beta2 must be in [0, 1)"),
+        ("optim.grad_clip=-1", "optim.grad_clip must be >= 0"),
+        ("optim.warmup_steps=-5", "optim.warmup_steps must be >= 0"),
+        ("train.sample_temperature=0", "train.sample_temperature must be > 0, got 0.0"),
+        ("train.sample_temperature=-1", "train.sample_temperature must be > 0"),
+        ("train.sample_top_k=0", "train.sample_top_k must be >= 1, or null"),
+        ("train.sample_tokens=-1", "train.sample_tokens must be >= 0"),
+        ("train.eval_batches=0", "train.eval_batches must be >= 1"),
+        ("train.keep_last=0", "train.keep_last must be >= 1"),
+        ("train.seed=-1", "train.seed must be in [0, 2**63 - 1)"),
+        ("train.early_stopping_min_delta=-0.5", "train.early_stopping_min_delta must be >= 0"),
+        ("train.jit=yes please", "train.jit must be bool"),
+        ("data.num_workers=-1", "data.num_workers must be >= 0"),
+        ("data.val_fraction=1.5", "data.val_fraction must be in (0, 1)"),
+        ("data.corpus=", "data.corpus must be 'python_docs' or the path"),
+        ("run.name=../../elsewhere", "run.name must be a plain directory name"),
+        ("run.dir=", "run.dir must be a directory path"),
+        ("model.arch=evilmod:build", "model.arch 'evilmod:build' is not a registered architecture"),
+        ("model.dropout=1.0", "model.dropout must be in [0, 1)"),
     ],
 )
 def test_override_errors_name_the_key(override, message):
@@ -92,6 +116,57 @@ def test_file_errors_name_the_file_and_key(tmp_path):
     assert issubclass(ConfigError, ValueError)
 
 
+def test_non_utf8_or_unreadable_config_files_name_the_file(tmp_path):
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes("train:\n  sample_prompt: 'caf\xe9'\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1.yaml is not UTF-8 text \(byte 0xe9 at offset 28\)"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="cannot read .*missing.yaml"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path)  # a directory
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("[" * 20000 + "]" * 20000)
+    with pytest.raises(ConfigError, match="deep.yaml"):
+        load_config(deep)
+
+
+EVIL = "open({marker!r}, 'w').write('ran')\ndef build(mcfg, vocab_size):\n    raise SystemExit('ran')\n"
+
+
+def test_model_arch_never_imports_a_module(tmp_path, monkeypatch):
+    marker = tmp_path / "marker"
+    (tmp_path / "evilmod_cfg.py").write_text(EVIL.format(marker=str(marker)))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    for arch in ("evilmod_cfg:build", "evilmod_cfg", "os:system"):
+        with pytest.raises(ConfigError, match="is not a registered architecture"):
+            load_config(overrides=[f"model.arch={arch}"])
+        with pytest.raises(ConfigError, match="register_arch"):
+            config_from_dict({"model": {"arch": arch}})
+    assert not marker.exists()
+
+
+def test_register_arch():
+    from plast.experiment import register_arch, registered_archs
+
+    def build(mcfg, vocab_size):
+        return None
+
+    register_arch("test-arch.v1", build)
+    assert "test-arch.v1" in registered_archs() and "gpt" in registered_archs()
+    assert load_config(overrides=["model.arch=test-arch.v1"]).model.arch == "test-arch.v1"
+    register_arch("test-arch.v1", build)  # the same builder again is fine
+    with pytest.raises(ValueError, match="already registered"):
+        register_arch("test-arch.v1", lambda m, v: None)
+    with pytest.raises(ValueError, match="already registered"):
+        register_arch("gpt", build)
+    with pytest.raises(ValueError, match="the name must be"):
+        register_arch("../x", build)
+    with pytest.raises(TypeError, match="must be callable"):
+        register_arch("x", "module:function")
+
+
 def test_dump_round_trips():
     cfg = load_config(overrides=["model.n_layer=3", "run.name=x", "train.num_threads=2"])
     assert config_from_dict(yaml.safe_load(dump_config(cfg))) == cfg
@@ -101,4 +176,12 @@ def test_dump_round_trips():
 
 def test_docstring_examples_run():
     result = doctest.testmod(config_module)
+    assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("module", ["archs", "runlock"])
+def test_docstring_examples_of_archs_and_runlock_run(module):
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"plast.experiment.{module}"))
     assert result.attempted > 0 and result.failed == 0

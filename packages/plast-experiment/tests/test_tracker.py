@@ -1,17 +1,19 @@
 """Tracker: runs, params, metrics and artifacts in SQLite; queries as numpy; CSV; several writer processes."""
 
+import contextlib
 import csv
 import doctest
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
 
 from plast.experiment import tracker as tracker_module
-from plast.experiment.tracker import Tracker
+from plast.experiment.tracker import DatabaseLockedError, Tracker
 
 
 def test_runs_params_metrics_artifacts(tmp_path):
@@ -74,7 +76,7 @@ def test_csv_export(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from plast.experiment.tracker import Tracker
+    from plast.experiment.tracker import DatabaseLockedError, Tracker
     path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     db = Tracker(path, flush_every=7)  # many small transactions, to interleave with the other writer
     run = db.start_run(tag, params={"tag": tag})
@@ -108,6 +110,113 @@ def test_two_writer_processes_lose_nothing(tmp_path):
         assert r["status"] == "finished"
         assert len(db.artifacts(r["id"])) == n // 50
         assert len(db.params(r["id"])) == 1 + n // 50
+
+
+def test_nan_and_inf_are_stored_with_every_finite_row(tmp_path):
+    db = Tracker(tmp_path / "runs.db")
+    run = db.start_run("r")
+    values = [float(v) for v in range(19)]
+    values[3], values[7], values[11] = float("nan"), float("inf"), float("-inf")
+    for step, v in enumerate(values):
+        db.log(run, step, "loss", v)
+    db.finish(run)  # raised IntegrityError (and stored none of the 19 rows) before
+    s = db.metrics(run, "loss")
+    np.testing.assert_array_equal(s.step, np.arange(19))
+    np.testing.assert_array_equal(s.value, np.asarray(values))  # NaN where NaN was logged
+    last = db.last(run)["loss"]
+    assert last == (18, 18.0)
+    db.log(run, 19, "loss", float("nan"))
+    assert db.last(run)["loss"][0] == 19 and np.isnan(db.last(run)["loss"][1])
+    db.export_csv(tmp_path / "r.csv", run)
+    col = [r["value"] for r in csv.DictReader(open(tmp_path / "r.csv"))]
+    assert col[3] == "nan" and col[7] == "inf" and col[11] == "-inf" and col[0] == "0.0"
+    db.close()
+    assert Tracker(tmp_path / "runs.db").metrics(run, "loss").value[3] != 0  # NaN survives reopening
+
+
+LOCK_HOLDER = textwrap.dedent(
+    """
+    import sqlite3, sys, time
+    c = sqlite3.connect(sys.argv[1], isolation_level=None)
+    if sys.argv[2] == "exclusive":  # no other connection may even read
+        c.execute("PRAGMA locking_mode = EXCLUSIVE")
+        c.execute("BEGIN EXCLUSIVE")
+    else:
+        c.execute("BEGIN IMMEDIATE")  # the write lock: readers go on in WAL mode
+    c.execute("INSERT INTO params VALUES ('holder', 'k', '1')")
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[3]))
+    """
+)
+
+
+@contextlib.contextmanager
+def _locked(path, mode, seconds=60):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(path), mode, str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("busy_timeout", [0.5, 2.0])
+def test_a_locked_database_gives_up_at_the_busy_timeout(tmp_path, busy_timeout):
+    path = tmp_path / "runs.db"
+    Tracker(path).close()
+    with _locked(path, "immediate") as holder:
+        t0 = time.monotonic()
+        db = Tracker(path, busy_timeout=busy_timeout)  # opening an existing database only reads
+        assert time.monotonic() - t0 < busy_timeout
+        assert db.runs() == []  # and reading goes on while another process writes (WAL)
+        db_run = "no-such-run"
+        db.log(db_run, 1, "loss", 1.0)
+        t0 = time.monotonic()
+        with pytest.raises(DatabaseLockedError) as e:
+            db.flush()
+        waited = time.monotonic() - t0
+        assert busy_timeout * 0.9 <= waited < busy_timeout + 1.5  # was ~50 x the timeout
+        msg = str(e.value)
+        assert str(path) in msg and f"busy_timeout={busy_timeout:g}s" in msg
+        if sys.platform.startswith("linux"):
+            assert f"pid {holder.pid}" in msg
+        assert isinstance(e.value, sqlite3.OperationalError)
+    db.flush()  # the rows were kept: once the lock is gone they are written
+    assert db.metrics(db_run, "loss").value.tolist() == [1.0]
+
+
+def test_creating_a_database_that_stays_locked_names_it(tmp_path):
+    path = tmp_path / "runs.db"
+    c = sqlite3.connect(path)
+    c.executescript("PRAGMA journal_mode=WAL; CREATE TABLE params (a, b, c);")
+    c.close()
+    with _locked(path, "exclusive"):
+        t0 = time.monotonic()
+        with pytest.raises(DatabaseLockedError, match="runs.db is locked"):
+            Tracker(path, busy_timeout=0.5)
+        assert time.monotonic() - t0 < 2.0
+
+
+def test_plast_runs_on_a_locked_database_answers_at_the_timeout(tmp_path):
+    path = tmp_path / "runs.db"
+    db = Tracker(path)
+    db.start_run("visible")
+    db.close()
+    cli = [sys.executable, "-m", "plast.experiment.cli", "runs", "--db", str(path), "--timeout", "1"]
+    with _locked(path, "immediate"):  # a run writing: plast runs reads on
+        out = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "visible" in out.stdout, out.stderr
+    with _locked(path, "exclusive") as holder:
+        t0 = time.monotonic()
+        out = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+        assert time.monotonic() - t0 < 20  # the child's start-up plus the 1 s timeout
+        assert out.returncode == 2
+        assert str(path) in out.stderr and "locked" in out.stderr and "busy_timeout=1s" in out.stderr
+        if sys.platform.startswith("linux"):
+            assert f"pid {holder.pid}" in out.stderr
 
 
 def test_tensorboard_is_optional(tmp_path):

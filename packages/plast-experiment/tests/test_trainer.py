@@ -10,7 +10,7 @@ from conftest import tiny_overrides
 
 import plast
 from plast.experiment import trainer as trainer_module
-from plast.experiment.config import load_config
+from plast.experiment.config import ConfigError, load_config
 from plast.experiment.tracker import Tracker
 from plast.experiment.trainer import Trainer
 
@@ -116,10 +116,77 @@ def test_warmup_cosine_schedule():
     assert lrs[20:] == [pytest.approx(0.1)] * 5
 
 
-def test_no_gpt_message_or_bad_arch(tmp_path):
-    cfg = load_config(overrides=tiny_overrides(tmp_path, **{"model.arch": "nocolon"}))
-    with pytest.raises(ValueError, match="'gpt' or 'module:function'"):
+def test_only_registered_architectures_are_built(tmp_path):
+    cfg = load_config(overrides=tiny_overrides(tmp_path))
+    cfg.model.arch = "tinylm:build"  # the old "module:function" form: no longer imported
+    with pytest.raises(ConfigError, match="'tinylm:build' is not a registered architecture"):
         trainer_module.build_model(cfg.model, 10)
+
+
+def test_eval_batches_beyond_the_validation_split(tmp_path):
+    with pytest.raises(ConfigError, match=r"train.eval_batches=1000000000 is more than the validation split"):
+        _fit(tmp_path, "train.eval_batches=1000000000")
+
+
+def test_a_corpus_that_is_not_utf8_names_the_file(tmp_path):
+    corpus = tmp_path / "latin1.txt"
+    corpus.write_bytes("na\xefve caf\xe9 ".encode("latin-1") * 200)
+    with pytest.raises(
+        ConfigError, match=r"data.corpus: .*latin1.txt is not UTF-8 text \(byte 0xef at offset 2\)"
+    ):
+        _fit(tmp_path, f"data.corpus={corpus}")
+
+
+HOLD_LOCK = """
+import sys, time
+from plast.experiment.runlock import RunLock
+lock = RunLock(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_run_directory_is_locked_while_it_trains(tmp_path):
+    import subprocess
+    import sys
+
+    from plast.experiment.runlock import RunLockedError
+
+    part = _fit(tmp_path, "run.name=locked", stop_at_step=5)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(part.run_dir)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunLockedError, match=f"is being trained by another process \\(pid {holder.pid}"):
+            _fit(tmp_path, resume=part.run_dir)
+    finally:
+        holder.kill()  # kill -9: the kernel drops its lock
+        holder.wait()
+    assert _fit(tmp_path, resume=part.run_dir).step == 40
+    db = Tracker(tmp_path / "runs.db")
+    assert db.metrics(part.run_id, "train_loss").step.tolist() == list(
+        range(1, 41)
+    )  # the refused one wrote nothing
+
+
+def test_resume_falls_back_when_the_newest_meta_json_is_damaged(tmp_path):
+    import json
+
+    part = _fit(tmp_path, "run.name=part", stop_at_step=25)
+    meta = part.checkpoint / "meta.json"
+    for bad in ("abc", float("nan")):
+        data = json.loads(meta.read_text())
+        data["step"] = bad
+        meta.write_text(json.dumps(data))
+        with pytest.warns(RuntimeWarning, match="using the previous good checkpoint ckpt-00000020"):
+            ck = trainer_module.Checkpointer(part.run_dir / "checkpoints").latest()
+        assert ck.step == 20
+    data["step"], data["files"] = 25, "model.safetensors"
+    meta.write_text(json.dumps(data))
+    with pytest.warns(RuntimeWarning, match="using the previous good checkpoint ckpt-00000020"):
+        resumed = _fit(tmp_path, resume=part.run_dir)
+    assert resumed.step == 40 and resumed.status == "finished"
 
 
 def test_docstring_examples_run():
@@ -132,3 +199,22 @@ def _fresh_global_rng():
     state = plast.get_rng_state()
     yield
     plast.set_rng_state(state)
+
+
+def test_a_run_trained_with_forked_workers_is_unlocked_when_it_ends(tmp_path):
+    from plast.experiment.runlock import RunLock, RunLockedError
+
+    res = _fit(tmp_path, "run.name=workers", "data.num_workers=2", **{"train.max_steps": 12})
+    assert res.status == "finished"
+    with RunLock(res.run_dir):  # the workers (forked while the lock was held) never held it
+        with pytest.raises(RunLockedError, match="by this process"):
+            RunLock(res.run_dir).acquire()
+    assert _fit(tmp_path, resume=res.run_dir).status == "finished"  # and it can be trained again
+
+
+def test_a_damaged_run_json_is_a_config_error(tmp_path):
+    part = _fit(tmp_path, "run.name=part", stop_at_step=5)
+    for text in ("{not json", "[1, 2]", '{"run_id": "x"}'):
+        (part.run_dir / "run.json").write_text(text)
+        with pytest.raises(ConfigError, match="run.json is damaged"):
+            Trainer(resume=part.run_dir)

@@ -1,13 +1,14 @@
 """A tiny next-token model with GPT's interface (``model(idx, targets) -> (logits, loss)``, ``generate``,
 ``configure_optimizers``), so the trainer's tests run in seconds and don't depend on plast.nn.GPT.
 
-Use it from a config with ``model.arch=tinylm:build`` (with this directory on ``sys.path``).
+Importing this module registers it as ``model.arch=tinylm`` (configs name registered architectures only).
 """
 
 import numpy as np
 
 import plast
 import plast.nn as nn
+from plast.experiment import register_arch
 
 
 class TinyLM(nn.Module):
@@ -51,3 +52,6 @@ class TinyLM(nn.Module):
 
 def build(mcfg, vocab_size):
     return TinyLM(vocab_size, mcfg.block_size, mcfg.n_embd, mcfg.dropout)
+
+
+register_arch("tinylm", build)

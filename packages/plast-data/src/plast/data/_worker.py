@@ -308,6 +308,8 @@ class WorkerConfig:
     batch_size: int | None
     drop_last: bool
     worker_init_fn: Any
+    forked: bool = False  # started by fork: copies of this process's memory, threads excepted
+    close_fds: tuple = ()  # (forked only) the parent's pipe ends this worker inherited
 
 
 def _seed_everything(seed: int) -> None:
@@ -332,9 +334,22 @@ def _sender(fd: int, q: queue.SimpleQueue) -> None:
 def worker_loop(cfg: WorkerConfig, index_conn, result_conn) -> None:
     """Entry point of a worker process."""
     global _worker_info
+    import plast
+
+    # NOTE: fork safety. A forked child has one thread, but the OpenMP runtime's state says the parent's thread
+    # team exists, so the first parallel region with more than one thread waits for threads that are not there
+    # (a hang). With one thread, a region runs on the calling thread alone and never touches that team. So
+    # before anything can run a kernel (nothing does between the fork and this line: with fork nothing is
+    # unpickled), the worker drops to one thread, as torch's workers do (torch.set_num_threads(1)); and after
+    # worker_init_fn it is put back to one if raised, since the team it would need is the parent's.
+    plast.set_num_threads(1)
+    for fd in cfg.close_fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
     # NOTE: Ctrl-C reaches the whole process group; the main process handles it and shuts workers down.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import plast  # noqa: F401  (seeded below; datasets may use it)
 
     _seed_everything(cfg.seed)
     _worker_info = WorkerInfo(
@@ -345,6 +360,17 @@ def worker_loop(cfg: WorkerConfig, index_conn, result_conn) -> None:
     try:
         if cfg.worker_init_fn is not None:
             cfg.worker_init_fn(cfg.worker_id)
+            if cfg.forked and plast.get_num_threads() != 1:
+                import warnings
+
+                warnings.warn(
+                    f"DataLoader worker {cfg.worker_id}: worker_init_fn set {plast.get_num_threads()} threads, but a "
+                    "forked worker must stay on one (the parent's OpenMP threads do not exist in it); using 1. "
+                    "For multi-threaded workers pass multiprocessing_context='forkserver'",
+                    RuntimeWarning,
+                    stacklevel=1,
+                )
+                plast.set_num_threads(1)
         fetcher = _make_fetcher(cfg)
     except Exception as e:
         init_error = WorkerError(cfg.worker_id, e, "while starting (worker_init_fn or dataset iterator)")

@@ -14,8 +14,13 @@ Guarantees:
   that dies (killed, segfault) raises a RuntimeError naming it and its exit code; ``timeout`` bounds the wait for
   one batch. Workers stop when the iterator is exhausted, deleted, on ``break``, on errors and on Ctrl-C.
 
-Workers are started with ``forkserver`` (``spawn`` where it is missing), never ``fork``: the OpenMP runtime is not
-fork-safe. The forkserver preloads ``plast.data._worker`` so that a worker starts in tens of milliseconds.
+Workers are started with ``fork`` on Linux, as torch's are, so a script without an ``if __name__ == "__main__"``
+guard, a Dataset class defined in ``__main__`` or a notebook, and lambdas as ``collate_fn`` all work, and nothing
+is pickled to start a worker. Fork is made safe for OpenMP by running every worker single-threaded from its
+first line (see ``_worker.worker_loop``). Where fork is not safe (not Linux, or CUDA in use in this process) the
+default is ``forkserver`` (``spawn`` where that is missing): then the dataset must be importable and picklable,
+as with torch on macOS. The forkserver preloads ``plast.data._worker`` so that a worker starts in tens of
+milliseconds.
 
 >>> import numpy as np, plast
 >>> from plast.data import DataLoader, TensorDataset
@@ -30,6 +35,7 @@ import io
 import multiprocessing
 import multiprocessing.connection
 import signal
+import sys
 import time
 import weakref
 from multiprocessing.reduction import ForkingPickler
@@ -67,7 +73,13 @@ ForkingPickler.register(plast.Tensor, _reduce_tensor)
 def _check_device(device):
     if device is None:
         return "cpu"
-    kind = str(device).split(":")[0]
+    # NOTE: plast.device reads every spelling ("cpu", "cuda:0", plast.Device.CPU, a plast.device)
+    try:
+        kind = plast.device(device).type
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"DataLoader: device must be 'cpu' or 'cuda' (a str, plast.Device or plast.device), got {device!r}"
+        ) from None
     if kind == "cpu":
         return "cpu"
     if kind == "cuda":
@@ -78,22 +90,24 @@ def _check_device(device):
     raise ValueError(f"DataLoader: device must be 'cpu' or 'cuda', got {device!r}")
 
 
+def _fork_is_safe() -> bool:
+    """Fork where the child can run: Linux (macOS system libraries are not fork-safe, which is why Python starts
+    with spawn there), and no CUDA in this process (a CUDA context does not survive fork; pycuda's driver being
+    imported is the sign, checked without initializing anything)."""
+    return (
+        sys.platform.startswith("linux")
+        and "fork" in multiprocessing.get_all_start_methods()
+        and "pycuda.driver" not in sys.modules
+    )
+
+
 def _mp_context(ctx):
     if ctx is None:
         methods = multiprocessing.get_all_start_methods()
-        ctx = "forkserver" if "forkserver" in methods else "spawn"
+        ctx = "fork" if _fork_is_safe() else "forkserver" if "forkserver" in methods else "spawn"
     if isinstance(ctx, str):
-        if ctx == "fork":
-            raise ValueError(
-                "DataLoader workers can't be started with 'fork': the OpenMP runtime plast's kernels use is not "
-                "fork-safe; use multiprocessing_context='forkserver' (the default) or 'spawn'"
-            )
         ctx = multiprocessing.get_context(ctx)
     method = ctx.get_start_method()
-    if method == "fork":
-        raise ValueError(
-            "DataLoader workers can't use a 'fork' context (OpenMP is not fork-safe); use forkserver or spawn"
-        )
     if method == "forkserver":
         _add_forkserver_preload(ctx)
     return ctx
@@ -472,9 +486,14 @@ class _MultiProcessIter(_BaseIter):
             raise
 
     def _spawn(self, ctx, lo, workers):
+        forked = ctx.get_start_method() == "fork"
         for wid in range(lo.num_workers):
             idx_r, idx_w = ctx.Pipe(duplex=False)
             res_r, res_w = ctx.Pipe(duplex=False)
+            # NOTE: a forked worker inherits every descriptor of this process: it closes this side's ends of its
+            # own pipes (else it would hold the write end of its own index pipe and never see EOF when we die)
+            # and of the workers started before it.
+            parent_ends = [idx_w, res_r] + [c for w in workers for c in (w.index_conn, w.result_conn)]
             cfg = WorkerConfig(
                 worker_id=wid,
                 num_workers=lo.num_workers,
@@ -487,6 +506,8 @@ class _MultiProcessIter(_BaseIter):
                 batch_size=lo.batch_size,
                 drop_last=lo.drop_last,
                 worker_init_fn=lo.worker_init_fn,
+                forked=forked,
+                close_fds=tuple(c.fileno() for c in parent_ends) if forked else (),
             )
             proc = ctx.Process(
                 target=_worker.worker_loop,
@@ -503,7 +524,7 @@ class _MultiProcessIter(_BaseIter):
                     raise RuntimeError(
                         f"DataLoader could not send the dataset, collate_fn or worker_init_fn to worker {wid}: "
                         f"{e}. With forkserver/spawn workers these must be picklable (defined at module level, "
-                        "not lambdas or local functions)"
+                        "not lambdas or local functions); on Linux the default start method, fork, needs no pickling"
                     ) from e
                 raise
             # NOTE: close our copies of the worker's pipe ends, so that its death reads as EOF here and a send

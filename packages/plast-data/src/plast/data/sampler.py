@@ -64,6 +64,75 @@ def _randperm(n: int, generator: plast.Generator | None) -> np.ndarray:
     return np.argsort(keys, kind="stable").astype(np.int64, copy=False)
 
 
+_BLOCK = 1 << 16  # indices drawn (and handed out) at a time by the lazy index sequences below; even
+
+
+class _LazyDraws:
+    """The index sequence of one RandomSampler epoch, drawn block by block as it is read (never all at once).
+
+    Block ``k`` is drawn from the epoch's (seed, offset) moved on by ``k`` times the offset one block uses, which
+    is measured once by drawing block 0: Philox is counter-based, so a block depends only on where it starts.
+    With replacement a block is ``_BLOCK`` uniform draws (an even count, so the blocks join into exactly what one
+    draw of every index gives); without, a block is one permutation. Reading a slice draws only its blocks, so
+    ``num_samples=10**10`` costs memory for one block.
+    """
+
+    def __init__(self, n: int, total: int, replacement: bool, state: list[int]):
+        self.n, self.total, self.replacement = n, total, replacement
+        self.block = min(_BLOCK, total) if replacement else n
+        self.seed, self.offset = int(state[0]), int(state[1])
+        self._cache: tuple[int, np.ndarray] | None = None
+        first = self._draw_at(self.offset, self.block)
+        self.step = self._gen_offset - self.offset  # Philox offset used by one full block
+        self._cache = (0, first)
+
+    def _draw_at(self, offset: int, size: int) -> np.ndarray:
+        g = plast.Generator()
+        _set_gen_state(g, [self.seed, offset])
+        if self.replacement:
+            out = plast.randint(0, self.n, (size,), generator=g).numpy().astype(np.int64, copy=False)
+        else:
+            out = _randperm(self.n, g)
+        self._gen_offset = _gen_state(g)[1]
+        return out
+
+    def _block(self, k: int) -> np.ndarray:
+        if self._cache is not None and self._cache[0] == k:
+            return self._cache[1]
+        start = k * self.block
+        size = min(self.block, self.total - start) if self.replacement else self.block
+        arr = self._draw_at(self.offset + k * self.step, size)
+        self._cache = (k, arr)
+        return arr
+
+    def end_state(self) -> list[int]:
+        """The generator state after the epoch, as if all of it had been drawn at once (as plast-data 0.1 did)."""
+        full, rest = divmod(self.total, self.block)
+        if rest == 0:
+            return [self.seed, self.offset + full * self.step]
+        if not self.replacement:  # the last, partial pass is a whole permutation cut short
+            return [self.seed, self.offset + (full + 1) * self.step]
+        self._draw_at(self.offset + full * self.step, rest)
+        return [self.seed, self._gen_offset]
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        start, stop, stride = key.indices(self.total)
+        assert stride == 1, "lazy index sequences are read in order"
+        parts = []
+        while start < stop:
+            k, at = divmod(start, self.block)
+            arr = self._block(k)
+            take = min(stop - start, len(arr) - at, self.total - k * self.block - at)
+            parts.append(arr[at : at + take])
+            start += take
+        if not parts:
+            return np.empty(0, dtype=np.int64)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def _check_version(sd: dict, who: str) -> None:
     v = sd.get("version", _STATE_VERSION)
     if v != _STATE_VERSION:
@@ -91,15 +160,17 @@ class Sampler:
     def _walk(self, chunk: int | None):
         """Yield this epoch's indices (one by one, or as lists of `chunk`), keeping ``_yielded`` current.
 
-        Subclasses define ``_epoch()`` -> (index array, number to skip); it runs at the first ``next``.
+        Subclasses define ``_epoch()`` -> (index array, number to skip); it runs at the first ``next``. The array
+        may be a ``_LazyDraws``: it is only ever sliced, a block at a time.
         """
         arr, skip = self._epoch()
         self._yielded, self._in_epoch = skip, True
         try:
             if chunk is None:
-                for i in arr[skip:].tolist():
-                    self._yielded += 1
-                    yield i
+                for start in range(skip, len(arr), _BLOCK):
+                    for i in arr[start : start + _BLOCK].tolist():
+                        self._yielded += 1
+                        yield i
             else:
                 for start in range(skip, len(arr), chunk):
                     part = arr[start : start + chunk].tolist()
@@ -151,7 +222,9 @@ class RandomSampler(Sampler):
     """Indices in a random order drawn from a plast ``Generator`` (Philox), as torch's RandomSampler.
 
     Without replacement, each pass over the data is a permutation; ``num_samples`` larger than the data repeats
-    whole permutations and then a prefix of one more. With replacement, indices are uniform draws. When
+    whole permutations and then a prefix of one more. With replacement, indices are uniform draws. Indices are
+    drawn lazily, a block of 65,536 (or one permutation) at a time, so ``num_samples`` may be huge (``10**10``)
+    at the memory cost of one block; the sequence is the same as drawing it all at once. When
     ``generator`` is None each epoch takes a fresh seed from plast's global generator (``plast.manual_seed``
     makes that reproducible).
 
@@ -203,23 +276,17 @@ class RandomSampler(Sampler):
             return [_draw_seed(None), 0], 0
         return _gen_state(self.generator), 0
 
-    def _indices(self, gen: plast.Generator) -> np.ndarray:
-        n, total = len(self.data_source), self.num_samples
-        if n == 0:
-            raise ValueError("RandomSampler: the data source is empty")
-        if self.replacement:
-            return plast.randint(0, n, (total,), generator=gen).numpy().astype(np.int64, copy=False)
-        parts = [_randperm(n, gen) for _ in range(total // n)]
-        if total % n:
-            parts.append(_randperm(n, gen)[: total % n])
-        return np.concatenate(parts) if len(parts) != 1 else parts[0]
-
     def _epoch(self):
         state, skip = self._start_state()
-        gen = plast.Generator() if self.generator is None else self.generator
-        _set_gen_state(gen, state)
+        n = len(self.data_source)
+        if n == 0:
+            raise ValueError("RandomSampler: the data source is empty")
         self._epoch_state = state
-        return self._indices(gen), skip  # advances a user generator exactly as an uninterrupted epoch would
+        draws = _LazyDraws(n, self.num_samples, self.replacement, state)
+        if self.generator is not None:
+            # advance a user generator at once, exactly as drawing the whole epoch would
+            _set_gen_state(self.generator, draws.end_state())
+        return draws, skip
 
     def __iter__(self) -> Iterator[int]:
         return self._walk(None)

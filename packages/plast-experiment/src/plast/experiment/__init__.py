@@ -5,9 +5,11 @@
 2
 """
 
+from plast.experiment.archs import register_arch, registered_archs
 from plast.experiment.checkpoint import Checkpoint, Checkpointer, load_checkpoint, verify_checkpoint
 from plast.experiment.config import Config, ConfigError, dump_config, load_config
-from plast.experiment.tracker import Series, Tracker
+from plast.experiment.runlock import RunLockedError
+from plast.experiment.tracker import DatabaseLockedError, Series, Tracker
 from plast.experiment.trainer import Trainer, TrainResult, prepare_data, sample_text
 
 __all__ = [
@@ -15,6 +17,8 @@ __all__ = [
     "Checkpointer",
     "Config",
     "ConfigError",
+    "DatabaseLockedError",
+    "RunLockedError",
     "Series",
     "TrainResult",
     "Tracker",
@@ -23,6 +27,8 @@ __all__ = [
     "load_checkpoint",
     "load_config",
     "prepare_data",
+    "register_arch",
+    "registered_archs",
     "sample_text",
     "verify_checkpoint",
 ]

@@ -11,9 +11,17 @@ A checkpoint directory ``ckpt-00000600/`` holds
 
 Writing goes to a hidden temporary directory next to the final one; every file is fsynced, then the directory is
 renamed into place (and its parent fsynced). A crash at any point leaves either the complete new checkpoint or
-none; leftover temporary directories are removed by the next ``Checkpointer``. Reading checks ``meta.json`` and
-every checksum; ``Checkpointer.latest()`` warns about a damaged newest checkpoint and falls back to the newest one
-that verifies.
+none; leftover temporary directories are removed by the next ``Checkpointer``. Reading checks ``meta.json`` (its
+format, a ``step`` that is an integer equal to the directory's, a ``files`` mapping of plain names to sizes and
+checksums, numeric ``metrics``) and every checksum; anything else is a CheckpointError, and
+``Checkpointer.latest()`` warns about a damaged newest checkpoint and falls back to the newest one that verifies.
+
+Extra file names (``save(files=...)``) are plain names inside the checkpoint directory: 1 to 255 letters,
+digits, ``.``, ``_`` and ``-``, not starting with ``.`` and not one of the checkpoint's own files. Anything else
+(an absolute path, ``..``, a ``/`` or ``\\``) raises ValueError, and a ``meta.json`` listing such a name, or a file
+that is not a regular file (a symlink, a FIFO), does not verify.
+
+A NaN (or missing, or non-numeric) best metric is never the best checkpoint.
 
 >>> import os, tempfile, plast
 >>> ck = Checkpointer(tempfile.mkdtemp(), keep_last=2)
@@ -29,10 +37,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
 import shutil
+import stat
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -50,6 +60,24 @@ META_FILE = "meta.json"
 _NAME = re.compile(r"^ckpt-(\d{8,})$")
 _TMP_PREFIX = ".tmp-ckpt-"
 _TRASH_PREFIX = ".old-ckpt-"
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}$")
+_RESERVED = {META_FILE, META_FILE + ".part"}
+
+
+def _plain_name(name) -> bool:
+    return isinstance(name, str) and _FILE_NAME.match(name) is not None
+
+
+def check_file_name(name) -> str:
+    """`name` if it is a plain file name a checkpoint may hold (see the module docstring), else ValueError."""
+    if not _plain_name(name):
+        raise ValueError(
+            f"checkpoint file name {name!r} is not a plain name inside the checkpoint directory: use 1-255 "
+            "letters, digits, '.', '_' or '-', not starting with '.' (no '/', '\\', '..' or absolute paths)"
+        )
+    if name in _RESERVED or name in (MODEL_FILE, STATE_FILE):
+        raise ValueError(f"checkpoint file name {name!r} is reserved for the checkpoint's own files")
+    return name
 
 
 def _sha256(path: Path) -> str:
@@ -98,8 +126,10 @@ class Checkpoint:
 
     def file(self, name: str) -> Path:
         """The path of an extra file saved with the checkpoint (e.g. ``tokenizer.txt``)."""
+        if not _plain_name(name) or name not in self.meta.get("files", {}):
+            raise CheckpointError(f"checkpoint {self.path} has no file {name!r}")
         p = self.path / name
-        if name not in self.meta.get("files", {}) or not p.exists():
+        if not p.is_file():
             raise CheckpointError(f"checkpoint {self.path} has no file {name!r}")
         return p
 
@@ -113,27 +143,61 @@ def verify_checkpoint(path: str | os.PathLike) -> Checkpoint:
         raise CheckpointError(f"{path} is not a checkpoint directory")
     if not meta_path.exists():
         raise CheckpointError(f"{path} has no {META_FILE} (a partial write?)")
+    if not _regular(meta_path):
+        raise CheckpointError(f"{meta_path} is not a regular file")
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{meta_path} is unreadable ({e})") from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise CheckpointError(f"{meta_path} is unreadable ({type(e).__name__}: {e})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CheckpointError(f"{meta_path}: not a plast checkpoint (format {meta.get('format')!r})")
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise CheckpointError(f"{meta_path}: not a plast checkpoint (format {got!r})")
+    step = meta.get("step")
+    if type(step) is not int or step < 0:
+        raise CheckpointError(f"{meta_path}: 'step' must be a non-negative integer, got {step!r}")
+    m = _NAME.match(path.name)
+    if m and int(m.group(1)) != step:
+        raise CheckpointError(f"{meta_path}: 'step' is {step} but the directory is {path.name}")
+    metrics = meta.get("metrics") or {}
+    if not isinstance(metrics, dict) or not all(
+        isinstance(k, str) and type(v) in (int, float) for k, v in metrics.items()
+    ):
+        raise CheckpointError(f"{meta_path}: 'metrics' must map names to numbers, got {metrics!r:.200}")
     files = meta.get("files")
     if not isinstance(files, dict) or MODEL_FILE not in files:
-        raise CheckpointError(f"{meta_path} lists no {MODEL_FILE}")
+        raise CheckpointError(f"{meta_path}: 'files' must be a mapping that lists {MODEL_FILE}")
     for name, info in files.items():
-        p = path / name
-        if not p.exists():
-            raise CheckpointError(f"{path}: {name} is missing")
-        size = p.stat().st_size
-        if size != info.get("bytes"):
+        if not _plain_name(name) or name in _RESERVED:
             raise CheckpointError(
-                f"{path}: {name} has {size} bytes, expected {info.get('bytes')} (truncated?)"
+                f"{meta_path} lists {name!r}, which is not a plain file name of the checkpoint"
             )
-        if _sha256(p) != info.get("sha256"):
+        if (
+            not isinstance(info, dict)
+            or type(info.get("bytes")) is not int
+            or not isinstance(info.get("sha256"), str)
+        ):
+            raise CheckpointError(
+                f"{meta_path}: the entry of {name} must hold 'bytes' and 'sha256', got {info!r:.200}"
+            )
+        p = path / name
+        if not os.path.lexists(p):
+            raise CheckpointError(f"{path}: {name} is missing")
+        if not _regular(p):
+            raise CheckpointError(f"{path}: {name} is not a regular file (a symlink, FIFO or device?)")
+        size = p.stat().st_size
+        if size != info["bytes"]:
+            raise CheckpointError(f"{path}: {name} has {size} bytes, expected {info['bytes']} (truncated?)")
+        if _sha256(p) != info["sha256"]:
             raise CheckpointError(f"{path}: {name} does not match its sha256 checksum (corrupt)")
-    return Checkpoint(path=path, step=int(meta["step"]), metrics=dict(meta.get("metrics") or {}), meta=meta)
+    return Checkpoint(path=path, step=step, metrics={k: float(v) for k, v in metrics.items()}, meta=meta)
+
+
+def _regular(p: Path) -> bool:
+    """A regular file itself, not through a symlink (reading a FIFO or a device would block or never end)."""
+    try:
+        return stat.S_ISREG(os.lstat(p).st_mode)
+    except OSError:
+        return False
 
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
@@ -199,6 +263,7 @@ class Checkpointer:
         `files` maps extra file names to a ``Path`` to copy, to the file's content (str or bytes), or to a
         callable that writes the file given its path (e.g. ``tokenizer.save``).
         """
+        extra = {check_file_name(name): src for name, src in (files or {}).items()}
         self.directory.mkdir(parents=True, exist_ok=True)
         final = self.directory / f"ckpt-{int(step):08d}"
         tmp = self.directory / f"{_TMP_PREFIX}{int(step):08d}-{secrets.token_hex(4)}"
@@ -206,7 +271,7 @@ class Checkpointer:
         try:
             self._write_tensors(model_state, tmp / MODEL_FILE)
             self._write_tensors(state, tmp / STATE_FILE)
-            for name, src in (files or {}).items():
+            for name, src in extra.items():
                 dst = tmp / name
                 if callable(src):
                     src(dst)
@@ -253,6 +318,8 @@ class Checkpointer:
         if self.best_metric is None or self.best_metric not in ck.metrics:
             return None
         v = ck.metrics[self.best_metric]
+        if not isinstance(v, (int, float)) or math.isnan(v):
+            return None  # NOTE: NaN compares false with everything, so min() would keep whatever came first
         return v if self.best_mode == "min" else -v
 
     def _prune(self) -> None:

@@ -61,9 +61,16 @@ def _cmd_train(args) -> int:
         print(dump_config(cfg), end="")
         return 0
     import plast
+    from plast.errors import CheckpointError
+    from plast.experiment.runlock import RunLockedError
+    from plast.experiment.tracker import DatabaseLockedError
 
-    trainer = Trainer(cfg, resume=args.resume, quiet=args.quiet)
-    result = trainer.fit()
+    try:
+        trainer = Trainer(cfg, resume=args.resume, quiet=args.quiet)
+        result = trainer.fit()
+    except (ConfigError, RunLockedError, DatabaseLockedError, CheckpointError, OSError) as e:
+        print(f"plast train: {e}", file=sys.stderr)
+        return 2
     say = (lambda *a: None) if args.quiet else print
     val = "n/a" if result.val_loss is None else f"{result.val_loss:.4f}"
     say(
@@ -99,11 +106,12 @@ def _cmd_train(args) -> int:
 def _cmd_sample(args) -> int:
     import plast
     from plast.errors import CheckpointError
+    from plast.experiment.config import ConfigError
     from plast.experiment.trainer import load_for_sampling, sample_text
 
     try:
         model, tok, cfg, ck = load_for_sampling(args.path)
-    except (CheckpointError, FileNotFoundError) as e:
+    except (CheckpointError, ConfigError, ValueError, OSError) as e:
         print(f"plast sample: {e}", file=sys.stderr)
         return 2
     if args.seed is not None:
@@ -113,8 +121,9 @@ def _cmd_sample(args) -> int:
     return 0
 
 
-def _tracker_for(run_keys: list[str], db: str | None):
-    """The tracker holding these runs: --db, else the database named by a run directory, else the default."""
+def _tracker_for(run_keys: list[str], db: str | None, timeout: float = 10.0):
+    """The tracker holding these runs: --db, else the database named by a run directory, else the default.
+    A database locked for longer than `timeout` seconds exits with an error naming it and the lock holder."""
     import json
 
     from plast.experiment.tracker import Tracker
@@ -128,17 +137,20 @@ def _tracker_for(run_keys: list[str], db: str | None):
     db = db or DEFAULT_DB
     if not Path(db).exists():
         raise SystemExit(f"plast: no run database at {db} (train a run first, or pass --db)")
-    return Tracker(db)
+    return Tracker(db, busy_timeout=timeout)  # DatabaseLockedError: main() reports it
 
 
 def _cmd_runs(args) -> int:
     import time
 
-    tracker = _tracker_for([], args.db)
+    import numpy as np
+
+    tracker = _tracker_for([], args.db, args.timeout)
     rows = []
     for r in tracker.runs():
         last = tracker.last(r["id"])
         val = tracker.metrics(r["id"], "val_loss").value
+        val = val[~np.isnan(val)]
         rows.append(
             [
                 r["id"],
@@ -180,7 +192,7 @@ def _resolve_runs(tracker, keys: list[str]) -> list[str]:
 def _cmd_plot(args) -> int:
     from plast.experiment.plots import curve_lines, plot_runs
 
-    tracker = _tracker_for(args.runs, args.db)
+    tracker = _tracker_for(args.runs, args.db, args.timeout)
     ids = _resolve_runs(tracker, args.runs)
     out = args.out or ("loss.png" if len(ids) > 1 else f"{ids[0]}.png")
     names = args.metric or ["train_loss", "val_loss"]
@@ -190,7 +202,7 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    tracker = _tracker_for([args.run], args.db)
+    tracker = _tracker_for([args.run], args.db, args.timeout)
     (run,) = _resolve_runs(tracker, [args.run])
     out = args.out or f"{run}.csv"
     n = tracker.export_csv(out, run)
@@ -203,6 +215,16 @@ def _cmd_show_config(args) -> int:
 
     plast.show_config()
     return 0
+
+
+def _timeout_arg(p) -> None:
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="give up on a run database another process keeps locked after this long (default 10)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -229,6 +251,7 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("runs", help="list runs and their final metrics")
     r.add_argument("--db", default=None, help=f"run database (default {DEFAULT_DB})")
+    _timeout_arg(r)
     r.set_defaults(fn=_cmd_runs)
 
     pl = sub.add_parser("plot", help="loss curves of one or several runs to a PNG")
@@ -238,12 +261,14 @@ def _parser() -> argparse.ArgumentParser:
         "--metric", action="append", help="metric to draw (repeatable; default train_loss, val_loss)"
     )
     pl.add_argument("--db", default=None)
+    _timeout_arg(pl)
     pl.set_defaults(fn=_cmd_plot)
 
     e = sub.add_parser("export", help="a run's metrics as CSV")
     e.add_argument("run", metavar="RUN")
     e.add_argument("--out", "-o", default=None)
     e.add_argument("--db", default=None)
+    _timeout_arg(e)
     e.set_defaults(fn=_cmd_export)
 
     c = sub.add_parser(
@@ -255,8 +280,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from plast.experiment.tracker import DatabaseLockedError
+
     try:
         return args.fn(args)
+    except DatabaseLockedError as e:  # a query of plast runs / plot / export that waited past --timeout
+        print(f"plast: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # a Ctrl-C outside the training loop (which handles its own)
         print("plast: interrupted", file=sys.stderr)
         return 130

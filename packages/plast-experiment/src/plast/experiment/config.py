@@ -49,7 +49,7 @@ class ConfigError(ValueError):
 class ModelConfig:
     """The GPT (``plast.nn.GPTConfig``); ``vocab_size`` comes from the tokenizer."""
 
-    arch: str = "gpt"  # "gpt", or "module:function" building a model from (ModelConfig, vocab_size)
+    arch: str = "gpt"  # a registered architecture (plast.experiment.register_arch); "gpt" is built in
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 128
@@ -237,31 +237,92 @@ def _parse_override(text: str) -> tuple[str, str, object]:
 
 
 def _check(cfg: Config) -> None:
+    """Every value's range (the types were checked when it was set); raises ConfigError naming the key."""
+    import math
+
+    from plast.experiment.archs import registered_archs, unknown_arch_message
+
     def need(cond, msg):
         if not cond:
             raise ConfigError(msg)
 
-    m, d, o, t = cfg.model, cfg.data, cfg.optim, cfg.train
+    def at_least(section, key, low):
+        v = getattr(getattr(cfg, section), key)
+        need(v >= low, f"{section}.{key} must be >= {low}, got {v!r}")
+
+    def finite(section, key):
+        v = getattr(getattr(cfg, section), key)
+        need(math.isfinite(v), f"{section}.{key} must be a finite number, got {v!r}")
+
+    m, d, o, t, r = cfg.model, cfg.data, cfg.optim, cfg.train, cfg.run
+    need(m.arch in registered_archs(), unknown_arch_message(m.arch))
     for key in ("n_layer", "n_head", "n_embd", "block_size"):
-        need(getattr(m, key) >= 1, f"model.{key} must be >= 1, got {getattr(m, key)}")
+        at_least("model", key, 1)
     need(
         m.n_embd % m.n_head == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head ({m.n_head})"
     )
     need(0.0 <= m.dropout < 1.0, f"model.dropout must be in [0, 1), got {m.dropout}")
+    need(d.corpus != "", "data.corpus must be 'python_docs' or the path of a UTF-8 text file, got ''")
     need(d.tokenizer in ("bpe", "char"), f"data.tokenizer must be 'bpe' or 'char', got {d.tokenizer!r}")
     need(d.vocab_size >= 256, f"data.vocab_size must be >= 256 (the bytes), got {d.vocab_size}")
     need(0.0 < d.val_fraction < 1.0, f"data.val_fraction must be in (0, 1), got {d.val_fraction}")
-    need(d.stride >= 1, f"data.stride must be >= 1, got {d.stride}")
-    need(d.num_workers >= 0, f"data.num_workers must be >= 0, got {d.num_workers}")
-    need(o.lr > 0 and o.min_lr >= 0, f"optim.lr must be > 0 and optim.min_lr >= 0, got {o.lr}, {o.min_lr}")
-    need(o.warmup_steps >= 0, f"optim.warmup_steps must be >= 0, got {o.warmup_steps}")
+    at_least("data", "stride", 1)
+    at_least("data", "num_workers", 0)
+    for key in ("lr", "min_lr", "weight_decay", "beta1", "beta2", "grad_clip"):
+        finite("optim", key)
+    need(o.lr > 0, f"optim.lr must be > 0, got {o.lr}")
+    need(
+        0 <= o.min_lr <= o.lr,
+        f"optim.min_lr must be in [0, optim.lr] (the cosine decays from optim.lr={o.lr} down to it), got {o.min_lr}",
+    )
+    at_least("optim", "warmup_steps", 0)
+    at_least("optim", "weight_decay", 0)
+    for key in ("beta1", "beta2"):
+        v = getattr(o, key)
+        need(0.0 <= v < 1.0, f"optim.{key} must be in [0, 1), got {v}")
     need(o.grad_clip >= 0, f"optim.grad_clip must be >= 0 (0: off), got {o.grad_clip}")
     for key in ("max_steps", "batch_size", "grad_accum", "eval_interval", "eval_batches", "log_interval"):
-        need(getattr(t, key) >= 1, f"train.{key} must be >= 1, got {getattr(t, key)}")
-    need(t.keep_last >= 1, f"train.keep_last must be >= 1, got {t.keep_last}")
-    need(t.checkpoint_interval >= 0, f"train.checkpoint_interval must be >= 0, got {t.checkpoint_interval}")
-    need(t.early_stopping_patience >= 0, "train.early_stopping_patience must be >= 0")
+        at_least("train", key, 1)
+    at_least("train", "keep_last", 1)
+    at_least("train", "checkpoint_interval", 0)
+    at_least("train", "early_stopping_patience", 0)
+    finite("train", "early_stopping_min_delta")
+    at_least("train", "early_stopping_min_delta", 0)
+    need(0 <= t.seed < 2**63 - 1, f"train.seed must be in [0, 2**63 - 1), got {t.seed}")
     need(t.num_threads is None or t.num_threads >= 1, f"train.num_threads must be >= 1, got {t.num_threads}")
+    at_least("train", "sample_tokens", 0)
+    finite("train", "sample_temperature")
+    need(t.sample_temperature > 0, f"train.sample_temperature must be > 0, got {t.sample_temperature}")
+    need(
+        t.sample_top_k is None or t.sample_top_k >= 1,
+        f"train.sample_top_k must be >= 1, or null for all tokens, got {t.sample_top_k}",
+    )
+    need(r.dir != "", "run.dir must be a directory path, got ''")
+    need(
+        r.name is None or _plain_name(r.name),
+        f"run.name must be a plain directory name (no '/', '\\', or a name of only dots), got {r.name!r}",
+    )
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and "/" not in name and "\\" not in name and "\0" not in name and name.strip(".") != ""
+
+
+def read_text_file(path, what: str) -> str:
+    """The UTF-8 text of `path`; a file that is missing, unreadable or not UTF-8 raises ConfigError naming it
+    (`what` says which setting named the file)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot read {path} ({e.strerror or e})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"{what}: {path} is not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); "
+            "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
 
 
 def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
@@ -274,10 +335,10 @@ def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
     cfg = Config()
     _apply(cfg, yaml.safe_load(default_config_text()), "default.yaml")
     if path is not None:
+        text = read_text_file(path, "config file")
         try:
-            with open(path, encoding="utf-8") as f:
-                data = yaml.safe_load(f)
-        except yaml.YAMLError as e:
+            data = yaml.safe_load(text)
+        except (yaml.YAMLError, RecursionError) as e:
             raise ConfigError(f"{path}: not valid YAML ({e})") from None
         _apply(cfg, data, str(path))
     for text in overrides:

@@ -6,6 +6,11 @@ several processes (parallel runs, a dashboard reading while a run writes) can sh
 seeing "database is locked". Metrics are buffered in memory and written in batches (``flush()``; at least every
 ``flush_every`` rows or ``flush_seconds``, and on ``finish``/``close``).
 
+NaN and infinite metric values are stored and read back as they were logged (SQLite turns a NaN REAL into NULL,
+so a NaN is kept as the text ``'nan'`` in the value column; the query API and CSV give ``nan``). A database
+that stays locked longer than ``busy_timeout`` seconds (in total, whatever the operation) raises
+``DatabaseLockedError`` naming the file and, on Linux, the processes holding a write lock on it.
+
 >>> import os, tempfile
 >>> db = Tracker(os.path.join(tempfile.mkdtemp(), "runs.db"))
 >>> run = db.start_run("demo", params={"lr": 0.1})
@@ -32,7 +37,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Series", "Tracker"]
+__all__ = ["DatabaseLockedError", "Series", "Tracker"]
+
+_NAN = "nan"  # how a NaN metric value is stored (see the module docstring)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -52,6 +59,55 @@ CREATE TABLE IF NOT EXISTS artifacts (
 """
 
 
+class DatabaseLockedError(sqlite3.OperationalError):
+    """The run database stayed locked by another connection for longer than the tracker's ``busy_timeout``."""
+
+
+def _is_busy(e: sqlite3.OperationalError) -> bool:
+    text = str(e)
+    return "locked" in text or "busy" in text
+
+
+def lock_holders(path: str | os.PathLike) -> list[tuple[int, str]]:
+    """(pid, command line) of the other processes holding a write lock on the SQLite file `path` (or its -wal
+    and -shm files), from ``/proc/locks``; empty where that is unknown (not Linux, or not visible)."""
+    ids = set()
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            st = os.stat(f"{os.fspath(path)}{suffix}")
+        except OSError:
+            continue
+        ids.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    pids = []
+    for line in lines:
+        parts = line.split()
+        # "1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; waiters are "1: -> POSIX ..."
+        if len(parts) < 6 or parts[1] == "->" or parts[3] != "WRITE":
+            continue
+        try:
+            pid = int(parts[4])
+            major, minor, inode = parts[5].split(":")
+            key = (int(major, 16), int(minor, 16), int(inode))
+        except ValueError:
+            continue
+        if key in ids and pid != os.getpid() and pid not in pids:
+            pids.append(pid)
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except OSError:
+            cmd = ""
+        out.append((pid, cmd[:200]))
+    return out
+
+
 class Series(NamedTuple):
     """One metric of one run as numpy arrays, in step order (then write order)."""
 
@@ -63,8 +119,9 @@ class Series(NamedTuple):
 class Tracker:
     """A handle on a run database (created on first use). One handle per process; it is thread-safe.
 
-    ``busy_timeout`` (seconds) is how long a write waits for another process's transaction; ``tensorboard_dir``
-    additionally writes every metric as TensorBoard scalars when tensorboardX is installed.
+    ``busy_timeout`` (seconds) is how long any operation waits, in total, for another process's lock before it
+    raises ``DatabaseLockedError`` (naming the file and the lock holder where known). Opening an existing
+    database only reads it, so ``plast runs`` answers while a run is writing.
     """
 
     def __init__(
@@ -75,8 +132,12 @@ class Tracker:
         flush_every: int = 200,
         flush_seconds: float = 5.0,
     ):
+        if not isinstance(busy_timeout, (int, float)) or not busy_timeout >= 0:
+            raise ValueError(f"busy_timeout must be a number of seconds >= 0, got {busy_timeout!r}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.busy_timeout = float(busy_timeout)
+        self._busy_ms = int(self.busy_timeout * 1000)
         self.flush_every = flush_every
         self.flush_seconds = flush_seconds
         self._lock = threading.RLock()
@@ -88,20 +149,60 @@ class Tracker:
         self._conn = sqlite3.connect(
             str(self.path), timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
-        self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        self._retry(lambda: self._conn.execute("PRAGMA journal_mode = WAL"))
-        self._conn.execute("PRAGMA synchronous = NORMAL")
-        self._write(lambda c: c.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;"), begin=False)
+        self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        with self._lock:
+            self._retry(self._open)
 
     # ---- plumbing ----
-    def _retry(self, fn, attempts: int = 50):
-        for i in range(attempts):
-            try:
-                return fn()
-            except sqlite3.OperationalError as e:
-                if ("locked" not in str(e) and "busy" not in str(e)) or i == attempts - 1:
-                    raise
-                time.sleep(0.05 * (1 + i % 5))
+    def _open(self) -> None:
+        c = self._conn
+        if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            c.execute("PRAGMA journal_mode = WAL")
+        c.execute("PRAGMA synchronous = NORMAL")
+        have = {r[0] for r in c.execute("SELECT name FROM sqlite_master")}
+        if not {"runs", "params", "metrics", "metrics_run_name", "artifacts"} <= have:
+            c.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+
+    def _set_busy_ms(self, ms: int) -> None:
+        if ms != self._busy_ms:
+            self._conn.execute(f"PRAGMA busy_timeout = {ms}")
+            self._busy_ms = ms
+
+    def _retry(self, fn):
+        """fn(), retried while the database is busy, for at most ``busy_timeout`` seconds in all."""
+        full = int(self.busy_timeout * 1000)
+        deadline = time.monotonic() + self.busy_timeout
+        self._set_busy_ms(full)
+        try:
+            while True:
+                try:
+                    return fn()
+                except sqlite3.OperationalError as e:
+                    if not _is_busy(e):
+                        raise
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise self._locked_error(e) from None
+                    # NOTE: SQLite's own busy handler waits up to busy_timeout per statement; what is left of
+                    # the deadline bounds the next one, so the total stays busy_timeout (not attempts x it).
+                    time.sleep(min(0.02, left))
+                    self._set_busy_ms(max(1, int((deadline - time.monotonic()) * 1000)))
+        finally:
+            self._set_busy_ms(full)
+
+    def _locked_error(self, e: sqlite3.OperationalError) -> DatabaseLockedError:
+        holders = lock_holders(self.path)
+        if holders:
+            who = "; ".join(f"pid {pid}" + (f" ({cmd})" if cmd else "") for pid, cmd in holders)
+            who = f"held by {who}"
+        else:
+            who = "lock holder unknown"
+        return DatabaseLockedError(
+            f"run database {self.path} is locked ({e}; {who}): gave up after busy_timeout="
+            f"{self.busy_timeout:g}s. Wait for that process, or pass a longer busy_timeout"
+        )
 
     def _write(self, fn, begin: bool = True):
         """Run fn(conn) in one IMMEDIATE transaction, retrying when the database is busy."""
@@ -205,16 +306,17 @@ class Tracker:
     # ---- metrics ----
     def log(self, run: str, step: int, name: str, value: float, wall: float | None = None) -> None:
         """Record one metric value (buffered; see ``flush``)."""
-        row = (run, int(step), str(name), float(value), time.time() if wall is None else float(wall))
+        value = float(value)
+        wall = time.time() if wall is None else float(wall)
         with self._lock:
-            self._pending.append(row)
+            self._pending.append((run, int(step), str(name), value if value == value else _NAN, wall))
             due = (
                 len(self._pending) >= self.flush_every
                 or time.monotonic() - self._last_flush > self.flush_seconds
             )
         writer = self._tb.get(run)
         if writer is not None:
-            writer.add_scalar(name, row[3], row[1], walltime=row[4])
+            writer.add_scalar(name, value, int(step), walltime=wall)
         if due:
             self.flush()
 

@@ -14,7 +14,6 @@ second Ctrl-C stops at once.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import math
 import os
@@ -28,8 +27,17 @@ from pathlib import Path
 import numpy as np
 
 import plast
+from plast.experiment.archs import build_arch
 from plast.experiment.checkpoint import Checkpointer, load_checkpoint
-from plast.experiment.config import Config, config_from_dict, dump_config, load_config
+from plast.experiment.config import (
+    Config,
+    ConfigError,
+    config_from_dict,
+    dump_config,
+    load_config,
+    read_text_file,
+)
+from plast.experiment.runlock import RunLock
 from plast.experiment.tracker import Tracker
 
 __all__ = ["TrainResult", "Trainer", "WarmupCosine", "build_model", "prepare_data", "sample_text"]
@@ -67,31 +75,9 @@ class WarmupCosine:
 
 
 def build_model(mcfg, vocab_size: int):
-    """The model of a config: ``plast.nn.GPT`` for ``arch: gpt``, or ``function(model_config, vocab_size)`` for
-    ``arch: "module:function"``."""
-    if mcfg.arch == "gpt":
-        import plast.nn as nn
-
-        if not hasattr(nn, "GPT"):
-            raise ImportError(
-                "this plast-nn has no GPT (plast.nn.GPT / GPTConfig); update plast-nn, or train another model "
-                "with model.arch=module:function"
-            )
-        return nn.GPT(
-            nn.GPTConfig(
-                vocab_size=vocab_size,
-                block_size=mcfg.block_size,
-                n_layer=mcfg.n_layer,
-                n_head=mcfg.n_head,
-                n_embd=mcfg.n_embd,
-                dropout=mcfg.dropout,
-                bias=mcfg.bias,
-            )
-        )
-    module, sep, func = mcfg.arch.partition(":")
-    if not sep or not module or not func:
-        raise ValueError(f"model.arch must be 'gpt' or 'module:function', got {mcfg.arch!r}")
-    return getattr(importlib.import_module(module), func)(mcfg, vocab_size)
+    """The model of a config: the architecture registered under ``mcfg.arch`` (``gpt``: ``plast.nn.GPT``; see
+    ``plast.experiment.register_arch``), built for `vocab_size` tokens. Nothing is imported by name."""
+    return build_arch(mcfg, vocab_size)
 
 
 def _make_optimizer(model, ocfg):
@@ -115,7 +101,7 @@ def _load_text(corpus: str) -> str:
     p = Path(corpus)
     if not p.is_file():
         raise FileNotFoundError(f"data.corpus: {corpus!r} is neither 'python_docs' nor a text file")
-    return p.read_text(encoding="utf-8")
+    return read_text_file(p, "data.corpus")
 
 
 def _train_tokenizer(dcfg, text: str):
@@ -266,7 +252,14 @@ class Trainer:
             info = self.resume_dir / RUN_FILE
             if not info.exists():
                 raise FileNotFoundError(f"{self.resume_dir} is not a plast run directory (no {RUN_FILE})")
-            self.run_info = json.loads(info.read_text(encoding="utf-8"))
+            try:
+                self.run_info = json.loads(read_text_file(info, "--resume"))
+                if not isinstance(self.run_info, dict) or not {"run_id", "db"} <= set(self.run_info):
+                    raise ValueError("not a mapping with run_id and db")
+            except (ValueError, RecursionError) as e:
+                if isinstance(e, ConfigError):
+                    raise
+                raise ConfigError(f"{info} is damaged ({e}); it names the run's id and database") from None
             if cfg is None:  # the run's own config (a caller may pass it with overrides applied)
                 cfg = load_config(self.resume_dir / CONFIG_FILE)
         if cfg is None:
@@ -288,6 +281,7 @@ class Trainer:
         cfg = self.cfg
         if self.resume_dir is not None:
             self.run_dir = self.resume_dir
+            self._lock = RunLock(self.run_dir).acquire()  # before anything touches the run or its metrics
             self.db_path = Path(self.run_info["db"])
             self.tracker = Tracker(self.db_path)
             self.run_id = self.run_info["run_id"]
@@ -308,6 +302,7 @@ class Trainer:
             n += 1
         run_dir.mkdir(parents=True)
         self.run_dir = run_dir
+        self._lock = RunLock(run_dir).acquire()
         self.run_id = self.tracker.start_run(
             name, params=cfg.to_dict(), config=cfg.to_dict(), dir=str(run_dir.resolve()), run_id=run_id
         )
@@ -361,6 +356,13 @@ class Trainer:
         val_ds = TokenWindows(self.data.val_ids, block) if len(self.data.val_ids) > block else None
         self.val_batches = []
         if val_ds is not None:
+            most = -(-len(val_ds) // t.batch_size)
+            if t.eval_batches > most:
+                raise ConfigError(
+                    f"train.eval_batches={t.eval_batches} is more than the validation split holds: "
+                    f"{len(val_ds)} windows of {block} tokens make at most {most} batches of "
+                    f"train.batch_size={t.batch_size}; use train.eval_batches <= {most} or more data.val_fraction"
+                )
             n = min(len(val_ds), t.eval_batches * t.batch_size)
             idx = np.unique(np.linspace(0, len(val_ds) - 1, n).round().astype(np.int64))
             for s in range(0, len(idx), t.batch_size):
@@ -458,6 +460,17 @@ class Trainer:
 
     # ---- the loop ----
     def fit(self) -> TrainResult:
+        """Train to ``train.max_steps`` (or early stopping, or Ctrl-C). The run directory is locked while this
+        runs: another process training it at the same time gets RunLockedError (plast.experiment.runlock)."""
+        self._lock = None
+        try:
+            return self._fit()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    def _fit(self) -> TrainResult:
         self._bar = None
         self._setup_run()
         t0 = time.perf_counter()
@@ -585,7 +598,10 @@ class Trainer:
                     if val is not None:
                         tracker.log(run, self.step, "val_loss", val)
                         metrics["val_loss"] = val
-                        improved = self.best_val is None or val < self.best_val - t.early_stopping_min_delta
+                        # NOTE: a NaN validation loss is never an improvement (nor the best)
+                        improved = math.isfinite(val) and (
+                            self.best_val is None or val < self.best_val - t.early_stopping_min_delta
+                        )
                         if improved:
                             self.best_val, self.bad_evals = val, 0
                         else:
@@ -627,7 +643,13 @@ def load_for_sampling(path: str | os.PathLike):
     from plast.data.tokenizers import load as load_tokenizer
 
     ck = load_checkpoint(path)
-    cfg = config_from_dict(yaml.safe_load(ck.file(CONFIG_FILE).read_text(encoding="utf-8")), CONFIG_FILE)
+    cfg_path = ck.file(CONFIG_FILE)
+    try:
+        data = yaml.safe_load(read_text_file(cfg_path, "checkpoint config"))
+    except (yaml.YAMLError, RecursionError) as e:
+        raise ConfigError(f"{cfg_path}: not valid YAML ({e})") from None
+    # NOTE: config_from_dict accepts only registered architectures: a checkpoint never makes us import code
+    cfg = config_from_dict(data, str(cfg_path))
     tok = load_tokenizer(ck.file(TOKENIZER_FILE))
     model = build_model(cfg.model, tok.vocab_size)
     model.load_state_dict(ck.load_model_state())

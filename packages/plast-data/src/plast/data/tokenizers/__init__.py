@@ -5,11 +5,28 @@
 >>> tok.decode(tok.encode("the bat")) == "the bat"
 True
 
-Model files are versioned ASCII text; see ``plast.data.tokenizers._format`` for the layout.
+Model files are versioned ASCII text; see ``plast.data.tokenizers._format`` for the layout. A file is untrusted
+input: its BPE split pattern must be a known one (``gpt2``, ``gpt4``, or one registered in code with
+``register_split_pattern``), so loading a file never compiles a regex it brings, and its sizes are bounded.
 """
 
 from plast.data.tokenizers._base import Tokenizer, load
-from plast.data.tokenizers.bpe import GPT2_SPLIT_PATTERN, GPT4_SPLIT_PATTERN, BPETokenizer
+from plast.data.tokenizers.bpe import (
+    GPT2_SPLIT_PATTERN,
+    GPT4_SPLIT_PATTERN,
+    BPETokenizer,
+    known_split_patterns,
+    register_split_pattern,
+)
 from plast.data.tokenizers.char import CharTokenizer
 
-__all__ = ["BPETokenizer", "CharTokenizer", "GPT2_SPLIT_PATTERN", "GPT4_SPLIT_PATTERN", "Tokenizer", "load"]
+__all__ = [
+    "BPETokenizer",
+    "CharTokenizer",
+    "GPT2_SPLIT_PATTERN",
+    "GPT4_SPLIT_PATTERN",
+    "Tokenizer",
+    "known_split_patterns",
+    "load",
+    "register_split_pattern",
+]

@@ -246,21 +246,36 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Tokenizer:
-        """Load a tokenizer saved by ``save`` (see ``save`` for an example); a damaged or foreign file, or one
-        of another kind than ``cls``, raises ValueError naming the file and line."""
+        """Load a tokenizer saved by ``save`` (see ``save`` for an example); a damaged, hostile or foreign file
+        (a split pattern that is not a known one, sizes past the bounds), or one of another kind than ``cls``,
+        raises ValueError naming the file and line; a file that cannot be opened, the OSError of ``open``."""
         reader = _format.Reader(path)
-        kind = reader.header()
-        if kind not in _KINDS:
-            raise reader.error(f"unknown tokenizer kind {kind!r} (known: {sorted(_KINDS)})")
-        target = _KINDS[kind]
-        if not issubclass(target, cls):
+        try:
+            kind = reader.header()
+            if kind not in _KINDS:
+                raise reader.error(f"unknown tokenizer kind {kind!r} (known: {sorted(_KINDS)})")
+            target = _KINDS[kind]
+            if not issubclass(target, cls):
+                raise ValueError(
+                    f"{reader.path} holds a {kind!r} tokenizer; load it with {target.__name__}.load "
+                    f"or plast.data.tokenizers.load"
+                )
+            tok = target._read_body(reader)
+            specials = reader.specials(tok._base_size())
+            try:
+                tok._set_special(specials)
+            except ValueError as e:
+                raise reader.error(str(e)) from None
+            reader.end()
+        except ValueError as e:
+            if reader.path in str(e):
+                raise
+            raise ValueError(f"{reader.path}: {e}") from None
+        except (TypeError, KeyError, IndexError, RecursionError, OverflowError, MemoryError) as e:
+            # NOTE: the checks above should leave none of these; if one slips through, it still names the file
             raise ValueError(
-                f"{reader.path} holds a {kind!r} tokenizer; load it with {target.__name__}.load "
-                f"or plast.data.tokenizers.load"
-            )
-        tok = target._read_body(reader)
-        tok._set_special(reader.specials(tok._base_size()))
-        reader.end()
+                f"{reader.path}: not a readable plast tokenizer file ({type(e).__name__}: {e})"
+            ) from None
         return tok
 
     # ----- for subclasses -------------------------------------------------------------------------------------

@@ -15,16 +15,25 @@ Loading checks everything and raises ``ValueError`` naming the file and line: wr
 unknown kind, a malformed or missing line, a count that does not match, a merge that references a token not
 yet defined, special-token ids that are not the next free ids, and anything after ``end`` (which also catches a
 file cut short, together with the declared counts). CRLF line ends are read like LF. Writes are atomic: temp file, fsync, ``os.replace``.
+
+A file is untrusted input: the BPE pattern must be one of the known split patterns (by its text; see
+``bpe.register_split_pattern``), never a regex compiled from the file; sizes are bounded (the file at
+``MAX_FILE_BYTES``, numbers at 18 digits, the vocabulary's bytes at ``bpe.MAX_VOCAB_BYTES``); only a regular
+file is read (a FIFO or a device would block or never end). A file that cannot be opened raises the ``OSError``
+of ``open`` (which names it); every other failure is a ``ValueError`` naming the file.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 
 MAGIC = "plast-tokenizer"
 VERSION = 1
+MAX_FILE_BYTES = 1 << 30  # a GPT-4-sized vocabulary is about 2 MB in this format
+_MAX_DIGITS = 18  # counts and ids: int() of more digits is slow, and no vocabulary needs them
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
@@ -57,6 +66,33 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
         os.close(dfd)
 
 
+def _read_regular_file(path: str) -> bytes:
+    # NOTE: O_NONBLOCK, so that opening a FIFO returns at once (and is then refused) instead of blocking
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(
+                f"{path}: not a plast tokenizer file (not a regular file: a FIFO, device or directory?)"
+            )
+        if st.st_size > MAX_FILE_BYTES:
+            raise ValueError(
+                f"{path}: not a plast tokenizer file ({st.st_size:,} bytes; tokenizer files are at most "
+                f"{MAX_FILE_BYTES >> 20} MiB)"
+            )
+        chunks = []
+        while True:
+            block = os.read(fd, 1 << 20)
+            if not block:
+                break
+            chunks.append(block)
+            if sum(map(len, chunks)) > MAX_FILE_BYTES:
+                raise ValueError(f"{path}: not a plast tokenizer file (more than {MAX_FILE_BYTES >> 20} MiB)")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def dump_string(s: str) -> str:
     """A str as one line of ASCII (JSON, ``ensure_ascii``).
 
@@ -71,8 +107,7 @@ class Reader:
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
-        with open(self.path, "rb") as f:
-            raw = f.read()
+        raw = _read_regular_file(self.path)
         try:
             text = raw.decode("ascii")
         except UnicodeDecodeError as e:
@@ -122,7 +157,7 @@ class Reader:
 
     def count(self, key: str) -> int:
         value = self.keyword(key)
-        if not value.isdigit():
+        if not value.isdigit() or len(value) > _MAX_DIGITS:
             raise self.error(f"expected '{key} <non-negative integer>', got {value[:60]!r}")
         return int(value)
 
@@ -131,6 +166,8 @@ class Reader:
             s = json.loads(text)
         except json.JSONDecodeError as e:
             raise self.error(f"malformed JSON string {text[:60]!r} ({e.msg})") from None
+        except RecursionError:
+            raise self.error(f"expected a JSON string, got nested JSON {text[:60]!r}") from None
         if not isinstance(s, str):
             raise self.error(f"expected a JSON string, got {text[:60]!r}")
         return s
@@ -142,7 +179,7 @@ class Reader:
         for i in range(n):
             line = self.next(f"special token {i + 1} of {n}")
             text, sep, tid = line.rpartition(" ")
-            if not sep or not tid.isdigit():
+            if not sep or not tid.isdigit() or len(tid) > _MAX_DIGITS:
                 raise self.error(f"expected '<JSON string> <id>', got {line[:60]!r}")
             s = self.string(text)
             if s == "":

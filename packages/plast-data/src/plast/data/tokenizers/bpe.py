@@ -35,10 +35,52 @@ GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}
 # GPT-4's (cl100k) pre-split: case-insensitive contractions, digits in groups of at most 3, newlines kept apart.
 GPT4_SPLIT_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 
+# Split patterns a tokenizer *file* may use, by name. A file's pattern is matched against these texts: a file
+# never brings a regex of its own, since a hostile one ("(a|aa)+$") makes encode() backtrack for ever. Code that
+# trusts a pattern registers it (register_split_pattern); patterns passed in code (BPETokenizer(pattern=...),
+# train(pattern=...)) are the caller's own and always accepted.
+_KNOWN_PATTERNS: dict[str, str] = {"gpt2": GPT2_SPLIT_PATTERN, "gpt4": GPT4_SPLIT_PATTERN}
+
+# NOTE: bounds on what loading a file may build: merges can double a token's length each time, so 45 merges
+# would ask for 2**45 bytes; a real vocabulary's bytes are a few MB.
+MAX_VOCAB_BYTES = 1 << 28  # all tokens' bytes together (256 MiB)
+
 _BIG = 1 << 62
 _CACHE_LIMIT = 1 << 16  # chunk -> ids entries kept before the cache is cleared
 _STREAM_CHARS = 1 << 23  # longer texts are split lazily, chunk by chunk
 _SURROGATE = regex.compile(r"[\ud800-\udfff]")
+
+
+def register_split_pattern(name: str, pattern: str) -> None:
+    """Let tokenizer files use `pattern` (found by its text; `name` is for messages). Only patterns you trust:
+    a regex with catastrophic backtracking makes ``encode`` run for ever.
+
+    >>> register_split_pattern("words-and-spaces", r"\\S+|\\s+")
+    >>> "words-and-spaces" in known_split_patterns()
+    True
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"register_split_pattern: name must be a non-empty str, got {name!r}")
+    compile_pattern(pattern)
+    if _KNOWN_PATTERNS.get(name, pattern) != pattern:
+        raise ValueError(f"register_split_pattern: {name!r} is already registered with another pattern")
+    _KNOWN_PATTERNS[name] = pattern
+
+
+def known_split_patterns() -> dict[str, str]:
+    """The split patterns tokenizer files may use, by name (``gpt2``, ``gpt4`` and any registered)."""
+    return dict(_KNOWN_PATTERNS)
+
+
+def _check_known_pattern(pattern: str) -> None:
+    if pattern in _KNOWN_PATTERNS.values():
+        return
+    raise ValueError(
+        f"split pattern {pattern[:80]!r} is not a known pattern (known: {', '.join(sorted(_KNOWN_PATTERNS))}): a "
+        "tokenizer file may only use a known pattern, because a hostile regex can make encode() run for ever. If "
+        "you trust this file, register its pattern first: "
+        "plast.data.tokenizers.register_split_pattern(name, pattern)"
+    )
 
 
 def compile_pattern(pattern: str) -> regex.Pattern:
@@ -279,7 +321,8 @@ class BPETokenizer(Tokenizer):
         compiled = compile_pattern(pattern)
         merges = [tuple(m) for m in merges]
         ranks: dict[tuple[int, int], int] = {}
-        table = [bytes([i]) for i in range(256)]
+        lengths = [1] * 256
+        total = 256
         for i, m in enumerate(merges):
             n = 256 + i
             if len(m) != 2 or not all(isinstance(t, int) and 0 <= t < n for t in m):
@@ -287,7 +330,17 @@ class BPETokenizer(Tokenizer):
             if m in ranks:
                 raise ValueError(f"merge {i} {m!r} repeats merge {ranks[m] - 256}")
             ranks[m] = n
-            table.append(table[m[0]] + table[m[1]])
+            lengths.append(lengths[m[0]] + lengths[m[1]])
+            total += lengths[-1]
+            if total > MAX_VOCAB_BYTES:  # checked on lengths, before any bytes are joined
+                raise ValueError(
+                    f"merge {i} {m!r} makes a token of {lengths[-1]:,} bytes, and the tokens would take more than "
+                    f"{MAX_VOCAB_BYTES >> 20} MiB together (plast.data.tokenizers.bpe.MAX_VOCAB_BYTES); real "
+                    "vocabularies take a few MB: a damaged or hostile merge list?"
+                )
+        table = [bytes([i]) for i in range(256)]
+        for a, b in merges:
+            table.append(table[a] + table[b])
         self._pattern = pattern
         self._compiled = compiled
         self._merges = merges
@@ -429,7 +482,7 @@ class BPETokenizer(Tokenizer):
     def _read_body(cls, reader: _format.Reader) -> BPETokenizer:
         pattern = reader.string(reader.keyword("pattern"))
         try:
-            compile_pattern(pattern)
+            _check_known_pattern(pattern)
         except ValueError as e:
             raise reader.error(str(e)) from None
         n = reader.count("merges")
@@ -437,7 +490,7 @@ class BPETokenizer(Tokenizer):
         for i in range(n):
             line = reader.next(f"merge {i + 1} of {n}")
             parts = line.split(" ")
-            if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            if len(parts) != 2 or not all(p.isdigit() and len(p) <= 18 for p in parts):
                 raise reader.error(f"expected '<id0> <id1>' (two non-negative integers), got {line[:60]!r}")
             a, b = int(parts[0]), int(parts[1])
             if a >= 256 + i or b >= 256 + i:
