@@ -19,6 +19,7 @@ from .module import Module, RemovableHandle
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm
 from .parameter import Buffer, Parameter
 from .pooling import AvgPool2d, MaxPool2d
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .sparse import Embedding
 from .transformer import (
     LearnedPositionalEmbedding,
@@ -50,6 +51,14 @@ __all__ = [
     "MaxPool2d",
     "AvgPool2d",
     "MultiheadAttention",
+    "RNNBase",
+    "RNN",
+    "LSTM",
+    "GRU",
+    "RNNCellBase",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
     "TransformerBlock",
     "TransformerEncoder",
     "TransformerLM",
