@@ -21,11 +21,18 @@ from .parameter import Buffer, Parameter
 from .pooling import AvgPool2d, MaxPool2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .sparse import Embedding
+from .torch_transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from .transformer import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
     TransformerBlock,
-    TransformerEncoder,
+    TransformerBlockStack,
     TransformerLM,
     causal_mask,
 )
@@ -60,7 +67,12 @@ __all__ = [
     "LSTMCell",
     "GRUCell",
     "TransformerBlock",
+    "TransformerBlockStack",
+    "Transformer",
     "TransformerEncoder",
+    "TransformerDecoder",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
     "TransformerLM",
     "SinusoidalPositionalEncoding",
     "LearnedPositionalEmbedding",
