@@ -120,9 +120,9 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     and the permutation kept in the result, so RNN outputs come back in the caller's order.
 
     >>> from plast.nn.utils.rnn import pack_padded_sequence
-    >>> x = plast.tensor([[1.0, 2.0], [3.0, 0.0]])  # (B=2, T=2)
+    >>> x = plast.tensor([[1.0, 0.0], [2.0, 3.0]])  # (B=2, T=2); sequence 0 has length 1
     >>> pack_padded_sequence(x, [1, 2], batch_first=True, enforce_sorted=False).data.tolist()
-    [3.0, 1.0, 2.0]
+    [2.0, 1.0, 3.0]
     """
     lens = _lengths_list(lengths, "pack_padded_sequence")
     if input.ndim < 2:
