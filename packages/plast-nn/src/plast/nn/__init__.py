@@ -6,7 +6,12 @@
 plast.Size([4, 1])
 """
 
-from . import functional, init, utils
+from . import (
+    functional,
+    init,
+    modules,  # noqa: E402  (re-exports of the classes above, laid out as torch.nn.modules)
+    utils,
+)
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, Sequential
@@ -133,4 +138,5 @@ __all__ = [
     "functional",
     "init",
     "utils",
+    "modules",
 ]
