@@ -237,3 +237,34 @@ def test_lbfgs_trains_a_small_model_like_torch():
     assert pf().item() < first
     for p, t in zip(pm.parameters(), tm.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), t.detach().numpy(), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["Adadelta", "Adagrad", "Adamax", "NAdam", "RAdam"])
+def test_jitted_steps_equal_eager_steps(name):
+    # learning rate and step counts are read at run time: a replayed plan follows the scheduler's changes
+    def train(jit):
+        pm, _ = _twin_models(np.float32)
+        opt = getattr(optim, name)(pm.parameters(), lr=1e-2, weight_decay=0.01)
+        sched = optim.StepLR(opt, 3, 0.5)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = plast.mse_loss(pm(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = plast.jit(step) if jit else step
+        rng = np.random.default_rng(2)
+        x = plast.tensor(rng.standard_normal((16, 4)).astype(np.float32))
+        y = plast.tensor(rng.standard_normal((16, 3)).astype(np.float32))
+        losses = []
+        for _ in range(8):
+            losses.append(f(x, y).item())
+            sched.step()
+        return losses, [p.detach().numpy().copy() for p in pm.parameters()]
+
+    (le, pe), (lj, pj) = train(False), train(True)
+    np.testing.assert_allclose(lj, le, rtol=1e-6)
+    for a, b in zip(pj, pe):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

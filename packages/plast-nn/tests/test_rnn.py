@@ -389,3 +389,86 @@ def test_float64_and_optimizer_step(cls_name, dims):
         topt.step()
     for p, t in zip(pm.parameters(), tm.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), t.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+class _TorchLM(torch.nn.Module):
+    # the shape of pytorch/examples' word-level language model: embedding, dropout, RNN, dropout, decoder
+    def __init__(self, kind, ntoken=20, ninp=8, nhid=12, nlayers=2):
+        super().__init__()
+        self.encoder = torch.nn.Embedding(ntoken, ninp)
+        self.drop = torch.nn.Dropout(0.0)
+        self.rnn = getattr(torch.nn, kind)(ninp, nhid, nlayers, dropout=0.0)
+        self.decoder = torch.nn.Linear(nhid, ntoken)
+
+    def forward(self, x, hidden):
+        out, hidden = self.rnn(self.drop(self.encoder(x)), hidden)
+        return self.decoder(self.drop(out)), hidden
+
+
+class _PlastLM(nn.Module):
+    def __init__(self, kind, ntoken=20, ninp=8, nhid=12, nlayers=2):
+        super().__init__()
+        self.encoder = nn.Embedding(ntoken, ninp)
+        self.drop = nn.Dropout(0.0)
+        self.rnn = getattr(nn, kind)(ninp, nhid, nlayers, dropout=0.0)
+        self.decoder = nn.Linear(nhid, ntoken)
+
+    def forward(self, x, hidden):
+        out, hidden = self.rnn(self.drop(self.encoder(x)), hidden)
+        return self.decoder(self.drop(out)), hidden
+
+
+def _detach(h):
+    return tuple(v.detach() for v in h) if isinstance(h, tuple) else h.detach()
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_language_model_20_steps_matches_torch(kind):
+    # truncated BPTT with the hidden state carried (detached) between batches, gradient clipping and SGD
+    torch.manual_seed(0)
+    tm, pm = _TorchLM(kind), _PlastLM(kind)
+    pm.load_state_dict({k: plast.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()}, strict=True)
+    topt, popt = torch.optim.SGD(tm.parameters(), lr=0.5), plast.optim.SGD(pm.parameters(), lr=0.5)
+    data = np.random.default_rng(0).integers(0, 20, size=(20 * 6 + 1, 3))
+    th = ph = None
+    for i in range(20):
+        x, y = data[i * 6 : i * 6 + 6], data[i * 6 + 1 : i * 6 + 7]
+        tout, th = tm(torch.tensor(x), th)
+        pout, ph = pm(plast.tensor(x), ph)
+        tl = torch.nn.functional.cross_entropy(tout.reshape(-1, 20), torch.tensor(y).reshape(-1))
+        pl = plast.cross_entropy(pout.reshape(-1, 20), plast.tensor(y).reshape(-1))
+        np.testing.assert_allclose(pl.item(), tl.item(), rtol=1e-5)
+        topt.zero_grad()
+        popt.zero_grad()
+        tl.backward()
+        pl.backward()
+        torch.nn.utils.clip_grad_norm_(tm.parameters(), 0.25)
+        nn.utils.clip_grad_norm_(pm.parameters(), 0.25)
+        topt.step()
+        popt.step()
+        th, ph = _detach(th), _detach(ph)
+
+
+@pytest.mark.parametrize("cls_name", ["LSTM", "GRU"])
+def test_jitted_training_equals_eager(cls_name):
+    def train(jit):
+        plast.manual_seed(0)
+        m = getattr(nn, cls_name)(4, 6, num_layers=2, bidirectional=True)
+        head = nn.Linear(12, 3)
+        opt = plast.optim.SGD(list(m.parameters()) + list(head.parameters()), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            out, _ = m(x)
+            loss = plast.cross_entropy(head(out).reshape(-1, 3), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = plast.jit(step) if jit else step
+        rng = np.random.default_rng(0)
+        x = plast.tensor(rng.standard_normal((5, 2, 4)).astype(np.float32))
+        y = plast.tensor(rng.integers(0, 3, (5, 2)))
+        return [f(x, y).item() for _ in range(4)]
+
+    np.testing.assert_allclose(train(True), train(False), rtol=1e-6)
