@@ -187,14 +187,16 @@ class RNNBase(Module):
         ``h``/``c`` hold all B sequences (longest first); at step t only the first sizes[t] are running, and
         the rest keep their state, so each ends holding its own last (or, reversed, first) step."""
         w_ih, w_hh, b_ih, b_hh, w_hr = weights
-        gx_all = F.linear(x, w_ih, b_ih)
+        # NOTE: one split, not a slice per step: the backward of a split is one concatenation, where each
+        # slice's backward would write a gradient the size of the whole sequence
+        gxs = F.linear(x, w_ih, b_ih).split(sizes, dim=0)
         B = h.shape[0]
         T = len(sizes)
         outs = [None] * T
         relu = self.mode == "RNN_RELU"
         for t in range(T - 1, -1, -1) if reverse else range(T):
             bs = sizes[t]
-            gx = gx_all[starts[t] : starts[t] + bs]
+            gx = gxs[t]
             hp = h if bs == B else h[:bs]
             if self.mode == "LSTM":
                 cp = c if bs == B else c[:bs]
