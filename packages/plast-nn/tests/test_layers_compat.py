@@ -326,3 +326,70 @@ def test_conv_transpose_output_size_and_init():
     assert np.abs(fresh.bias.detach().numpy()).max() <= bound + 1e-7
     with pytest.raises(ValueError, match="zeros"):
         nn.ConvTranspose2d(2, 3, 3, padding_mode="reflect")
+
+
+# ---- CTC ----
+def _ctc_case(T, N, C, in_lens, tg_lens, seed, concat):
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((T, N, C)).astype(np.float32)
+    targets = [rng.integers(1, C, n) for n in tg_lens]
+    if N > 1 and len(tg_lens) > 0:
+        targets[0][: min(2, tg_lens[0])] = 1  # a repeated label: the path must pass a blank between them
+    if concat:
+        tg = np.concatenate(targets).astype(np.int64)
+    else:
+        tg = np.zeros((N, max(max(tg_lens), 1)), dtype=np.int64)
+        for n, t in enumerate(targets):
+            tg[n, : len(t)] = t
+    return logits, tg
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("concat", [False, True])
+@pytest.mark.parametrize("blank", [0, 4])
+def test_ctc_loss_matches_torch(reduction, concat, blank):
+    T, N, C = 12, 4, 5
+    in_lens, tg_lens = [12, 9, 12, 6], [4, 3, 0, 2]
+    logits, tg = _ctc_case(T, N, C, in_lens, tg_lens, 31, concat)
+    if blank != 0:
+        tg = np.where(tg == blank, 0, tg)  # labels never equal the blank
+    pl, tl = plast.tensor(logits, requires_grad=True), torch.tensor(logits, requires_grad=True)
+    kw = dict(blank=blank, reduction=reduction)
+    # gradients through log_softmax, where torch's convention and the exact gradient agree (ctc_loss's docstring)
+    po = nn.CTCLoss(**kw)(plast.log_softmax(pl, -1), plast.tensor(tg), in_lens, tg_lens)
+    to = torch.nn.CTCLoss(**kw)(
+        torch.log_softmax(tl, -1), torch.tensor(tg), torch.tensor(in_lens), torch.tensor(tg_lens)
+    )
+    _close(po, to)
+    w = np.random.default_rng(3).uniform(0.5, 1.5, tuple(to.shape)).astype(np.float32)
+    (po * plast.tensor(w)).sum().backward()
+    (to * torch.tensor(w)).sum().backward()
+    _close(pl.grad, tl.grad)
+
+
+def test_ctc_impossible_alignment_and_unbatched():
+    logits = _randn(3, 2, 4, seed=32)
+    tg = np.array(
+        [[1, 1, 2], [1, 2, 3]]
+    )  # sample 0 needs 4 steps (blank between the repeated 1s): impossible
+    args = (tg, [3, 3], [3, 3])
+    for zi in (False, True):
+        po = F.ctc_loss(
+            plast.log_softmax(plast.tensor(logits), -1),
+            plast.tensor(args[0]),
+            *args[1:],
+            reduction="none",
+            zero_infinity=zi,
+        )
+        to = torch.nn.functional.ctc_loss(
+            torch.log_softmax(torch.tensor(logits), -1),
+            torch.tensor(args[0]),
+            *args[1:],
+            reduction="none",
+            zero_infinity=zi,
+        )
+        _close(po, to)
+    x = _randn(6, 4, seed=33)
+    po = F.ctc_loss(plast.log_softmax(plast.tensor(x), -1), plast.tensor([1, 2]), [6], [2])
+    to = torch.nn.functional.ctc_loss(torch.log_softmax(torch.tensor(x), -1), torch.tensor([1, 2]), [6], [2])
+    _close(po, to)

@@ -191,7 +191,13 @@ from .conv import conv1d, conv_transpose1d, conv_transpose2d  # noqa: E402, F401
 from .distance import cosine_similarity, pairwise_distance  # noqa: E402, F401
 from .instancenorm import instance_norm  # noqa: E402, F401
 from .linear import bilinear  # noqa: E402, F401
-from .loss_functional import huber_loss, kl_div, margin_ranking_loss, triplet_margin_loss  # noqa: E402, F401
+from .loss_functional import (  # noqa: E402, F401
+    ctc_loss,
+    huber_loss,
+    kl_div,
+    margin_ranking_loss,
+    triplet_margin_loss,
+)
 from .normalization import group_norm  # noqa: E402, F401
 from .pixelshuffle import pixel_shuffle, pixel_unshuffle  # noqa: E402, F401
 from .upsampling import interpolate, upsample  # noqa: E402, F401

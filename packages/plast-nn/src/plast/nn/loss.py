@@ -232,3 +232,29 @@ class TripletMarginLoss(_Loss):
             swap=self.swap,
             reduction=self.reduction,
         )
+
+
+class CTCLoss(_Loss):
+    """Connectionist temporal classification (torch.nn.CTCLoss): ``forward(log_probs, targets, input_lengths,
+    target_lengths)``; see ``plast.nn.functional.ctc_loss`` for the gradient convention.
+
+    >>> lp = plast.log_softmax(plast.zeros(3, 1, 2), dim=-1)
+    >>> round(plast.nn.CTCLoss(reduction="sum")(lp, plast.tensor([[1]]), [3], [1]).item(), 4)
+    0.2877
+    """
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank = blank
+        self.zero_infinity = zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(
+            log_probs,
+            targets,
+            input_lengths,
+            target_lengths,
+            self.blank,
+            self.reduction,
+            self.zero_infinity,
+        )

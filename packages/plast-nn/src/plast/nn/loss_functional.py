@@ -1,11 +1,14 @@
 """Loss functions plast-core does not provide, written in plast ops with torch.nn.functional's signatures:
-kl_div, huber_loss, margin_ranking_loss, triplet_margin_loss."""
+kl_div, huber_loss, margin_ranking_loss, triplet_margin_loss, ctc_loss."""
 
 import warnings
+
+import numpy as np
 
 import plast
 from plast.errors import ShapeError
 
+from . import functional as F
 from .distance import pairwise_distance
 
 
@@ -143,3 +146,124 @@ def triplet_margin_loss(
         d_neg = plast.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
     loss = (margin + d_pos - d_neg).clamp_min(0)
     return _reduce(loss, reduction, "triplet_margin_loss")
+
+
+def _as_int_list(v, what):
+    if isinstance(v, plast.Tensor):
+        if v.ndim > 1:
+            raise ShapeError(
+                f"ctc_loss: {what} must be a 1-D tensor or a sequence, got shape {tuple(v.shape)}"
+            )
+        return [int(x) for x in (v.tolist() if v.ndim else [v.item()])]
+    return [int(x) for x in v]
+
+
+# a finite stand-in for log(0): sums of impossible paths stay hugely negative, and their gradients finite
+_LOG_ZERO = -1e30
+
+
+def _logsumexp3(a, b, c):
+    m = plast.maximum(plast.maximum(a, b), c).detach()
+    return m + plast.log(plast.exp(a - m) + plast.exp(b - m) + plast.exp(c - m))
+
+
+def ctc_loss(
+    log_probs,
+    targets,
+    input_lengths,
+    target_lengths,
+    blank=0,
+    reduction="mean",
+    zero_infinity=False,
+):
+    """Connectionist temporal classification loss (torch.nn.functional.ctc_loss): ``log_probs`` (T, N, C) (or
+    (T, C) unbatched) of log-probabilities, ``targets`` (N, S) padded or 1-D concatenated, lengths per sample.
+    'mean' divides each sample's loss by its target length, then averages; an impossible alignment gives inf
+    (0 with ``zero_infinity``).
+
+    The forward (alpha) recursion runs over time in plast ops, so the gradient comes from autograd and is the
+    exact one with respect to ``log_probs``. torch's kernel returns ``exp(log_probs) - posterior`` instead,
+    which is the right gradient of the logits when log_probs come from log_softmax (the usual case): through a
+    log_softmax both give the same gradients. Lengths and targets are read on the host (eager only).
+
+    >>> lp = plast.log_softmax(plast.zeros(3, 1, 2), dim=-1)
+    >>> round(ctc_loss(lp, plast.tensor([[1]]), [3], [1], reduction="sum").item(), 4)
+    0.2877
+    """
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"ctc_loss: {reduction!r} is not a valid value for reduction")
+    unbatched = log_probs.ndim == 2
+    lp = log_probs.unsqueeze(1) if unbatched else log_probs
+    if lp.ndim != 3:
+        raise ShapeError(
+            f"ctc_loss: expected log_probs of shape (T, N, C) or (T, C), got {tuple(log_probs.shape)}"
+        )
+    T, N, C = lp.shape
+    in_lens = _as_int_list(input_lengths, "input_lengths")
+    tg_lens = _as_int_list(target_lengths, "target_lengths")
+    if len(in_lens) != N or len(tg_lens) != N:
+        raise ShapeError(
+            f"ctc_loss: expected {N} input and target lengths (one per sample), got {len(in_lens)} and {len(tg_lens)}"
+        )
+    if max(in_lens) > T:
+        raise ShapeError(
+            f"ctc_loss: an input length ({max(in_lens)}) exceeds the time steps of log_probs ({T})"
+        )
+    tg = np.asarray(targets.tolist() if isinstance(targets, plast.Tensor) else targets, dtype=np.int64)
+    S = max(max(tg_lens), 1)
+    padded = np.full((N, S), blank, dtype=np.int64)
+    if tg.ndim == 1 and not unbatched:
+        offsets = np.concatenate([[0], np.cumsum(tg_lens)])
+        for n in range(N):
+            padded[n, : tg_lens[n]] = tg[offsets[n] : offsets[n + 1]]
+    else:
+        tg = tg.reshape(N, -1)
+        for n in range(N):
+            padded[n, : tg_lens[n]] = tg[n, : tg_lens[n]]
+    L = 2 * S + 1
+    ext = np.full((N, L), blank, dtype=np.int64)
+    ext[:, 1::2] = padded
+    skip = np.zeros((N, L), dtype=bool)
+    skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    valid = np.arange(L)[None, :] < (2 * np.asarray(tg_lens) + 1)[:, None]
+    dev, dt = lp.device, lp.dtype
+    ext_t = plast.tensor(ext, device=dev)
+    skip_t = plast.tensor(skip, device=dev)
+    valid_t = plast.tensor(valid, device=dev)
+    neg = plast.full((N, L), _LOG_ZERO, dtype=dt, device=dev)
+    start = np.zeros((N, L), dtype=bool)
+    start[:, 0] = True
+    start[:, 1] = np.asarray(tg_lens) > 0
+    emit = plast.gather(lp[0], 1, ext_t)
+    alpha = plast.where(plast.tensor(start, device=dev), emit, neg)
+    in_arr = np.asarray(in_lens)
+    for t in range(1, T):
+        a1 = F.pad(alpha[:, :-1], (1, 0), value=_LOG_ZERO)
+        a2 = plast.where(skip_t, F.pad(alpha[:, :-2], (2, 0), value=_LOG_ZERO), neg)
+        new = plast.where(valid_t, _logsumexp3(alpha, a1, a2) + plast.gather(lp[t], 1, ext_t), neg)
+        running = in_arr > t
+        if running.all():
+            alpha = new
+        elif running.any():
+            alpha = plast.where(plast.tensor(running[:, None], device=dev), new, alpha)
+        else:
+            break
+    last = 2 * np.asarray(tg_lens)
+    end = plast.gather(alpha, 1, plast.tensor(last[:, None], device=dev)).squeeze(1)
+    before = plast.gather(alpha, 1, plast.tensor(np.maximum(last - 1, 0)[:, None], device=dev)).squeeze(1)
+    before = plast.where(
+        plast.tensor(last > 0, device=dev), before, plast.full((N,), _LOG_ZERO, dtype=dt, device=dev)
+    )
+    m = plast.maximum(end, before).detach()
+    loss = -(m + plast.log(plast.exp(end - m) + plast.exp(before - m)))
+    impossible = loss > 1e29
+    if zero_infinity:
+        loss = plast.where(impossible, 0.0, loss)
+    else:
+        loss = plast.where(impossible, float("inf"), loss)
+    if unbatched:
+        loss = loss.squeeze(0)
+    if reduction == "mean":
+        denom = plast.tensor(np.maximum(np.asarray(tg_lens), 1).astype(dt.np), device=dev)
+        return (loss / (denom if not unbatched else denom[0])).mean()
+    return _reduce(loss, reduction, "ctc_loss")

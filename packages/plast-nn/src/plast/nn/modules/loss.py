@@ -4,6 +4,7 @@ from ..loss import (
     BCELoss,
     BCEWithLogitsLoss,
     CrossEntropyLoss,
+    CTCLoss,
     HuberLoss,
     KLDivLoss,
     L1Loss,
@@ -26,4 +27,5 @@ __all__ = [
     "KLDivLoss",
     "MarginRankingLoss",
     "TripletMarginLoss",
+    "CTCLoss",
 ]
