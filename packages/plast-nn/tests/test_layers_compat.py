@@ -393,3 +393,23 @@ def test_ctc_impossible_alignment_and_unbatched():
     po = F.ctc_loss(plast.log_softmax(plast.tensor(x), -1), plast.tensor([1, 2]), [6], [2])
     to = torch.nn.functional.ctc_loss(torch.log_softmax(torch.tensor(x), -1), torch.tensor([1, 2]), [6], [2])
     _close(po, to)
+
+
+CONV3D = [
+    dict(),
+    dict(stride=2, padding=1),
+    dict(stride=(1, 2, 1), padding=(2, 0, 1), dilation=(2, 1, 1)),
+    dict(padding="same", dilation=2, groups=2),
+    dict(padding="valid", bias=False),
+]
+
+
+@pytest.mark.parametrize("kw", CONV3D, ids=str)
+@pytest.mark.parametrize("batched", [True, False])
+def test_conv3d_matches_torch(kw, batched):
+    pm, tm = _twins("Conv3d", 4, 6, (3, 2, 3), **kw)
+    x = _randn(2, 4, 6, 5, 7, seed=34) if batched else _randn(4, 6, 5, 7, seed=34)
+    _check_module(pm, tm, [x])
+    assert repr(pm) == repr(tm)
+    with pytest.raises(NotImplementedError, match="padding_mode"):
+        nn.Conv3d(2, 2, 3, padding_mode="reflect")

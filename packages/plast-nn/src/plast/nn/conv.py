@@ -457,3 +457,129 @@ class ConvTranspose1d(_ConvTransposeNd):
         return conv_transpose1d(
             input, self.weight, self.bias, self.stride, self.padding, op, self.groups, self.dilation
         )
+
+
+def _triple(v):
+    return (v, v, v) if isinstance(v, int) else tuple(v)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D cross-correlation of (N, C_in, D, H, W) or (C_in, D, H, W) with weight
+    (C_out, C_in / groups, kD, kH, kW) (torch.nn.functional.conv3d); padding an int, a triple, 'same' or
+    'valid'. Written as one plast-core conv2d per kernel depth over the depth slices folded into the batch
+    (a fused 3-D kernel is still to do).
+
+    >>> plast.nn.functional.conv3d(plast.ones(1, 1, 3, 3, 3), plast.ones(1, 1, 2, 2, 2)).shape
+    plast.Size([1, 1, 2, 2, 2])
+    """
+    if input.ndim not in (4, 5) or weight.ndim != 5:
+        raise ShapeError(
+            f"conv3d: expected input (N, C, D, H, W) or (C, D, H, W) and weight (C_out, C_in / groups, kD, kH, kW), "
+            f"got input {tuple(input.shape)} and weight {tuple(weight.shape)}"
+        )
+    unbatched = input.ndim == 4
+    x = input.unsqueeze(0) if unbatched else input
+    (sd, sh, sw), (dd, dh, dw) = _triple(stride), _triple(dilation)
+    kd, kh, kw = weight.shape[2:]
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ValueError(f"Invalid padding string {padding!r}, should be one of ('valid', 'same')")
+        if padding == "same" and (sd, sh, sw) != (1, 1, 1):
+            raise ValueError("padding='same' is not supported for strided convolutions")
+        pads = [0] * 6
+        if padding == "same":
+            for i, (d, k) in enumerate(zip((dw, dh, dd), (kw, kh, kd))):
+                total = d * (k - 1)
+                pads[2 * i], pads[2 * i + 1] = total // 2, total - total // 2
+        x = F.pad(x, tuple(pads))
+    else:
+        pd, ph, pw = _triple(padding)
+        if pd or ph or pw:
+            x = F.pad(x, (pw, pw, ph, ph, pd, pd))
+    n, c, D = x.shape[0], x.shape[1], x.shape[2]
+    d_out = (D - dd * (kd - 1) - 1) // sd + 1
+    if d_out <= 0:
+        raise ShapeError(
+            f"conv3d: the padded depth ({D}) is smaller than the dilated kernel depth ({dd * (kd - 1) + 1}) for "
+            f"input {tuple(input.shape)}"
+        )
+    out = None
+    for k in range(kd):
+        start = k * dd
+        sl = x[:, :, start : start + (d_out - 1) * sd + 1 : sd]  # (N, C, D_out, H, W)
+        planes = sl.permute(0, 2, 1, 3, 4).reshape(n * d_out, c, x.shape[3], x.shape[4])
+        y = F.conv2d(planes, weight[:, :, k], None, (sh, sw), 0, (dh, dw), groups)
+        out = y if out is None else out + y
+    out = out.reshape(n, d_out, out.shape[1], out.shape[2], out.shape[3]).permute(0, 2, 1, 3, 4)
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1, 1)
+    return out.squeeze(0) if unbatched else out
+
+
+class Conv3d(Module):
+    """3-D cross-correlation over (N, C, D, H, W) or (C, D, H, W) inputs (torch.nn.Conv3d): weight
+    (out_channels, in_channels / groups, kD, kH, kW), stride, padding (int, triple, 'same', 'valid'), dilation,
+    groups; torch's init. ``padding_mode`` other than 'zeros' raises NotImplementedError.
+
+    >>> plast.nn.Conv3d(2, 4, 3, padding=1)(plast.ones(1, 2, 4, 4, 4)).shape
+    plast.Size([1, 4, 4, 4, 4])
+    """
+
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        dt = _factory_dtype(device, dtype)
+        _check_conv_args(in_channels, out_channels, groups, padding_mode)
+        if padding_mode != "zeros":
+            raise NotImplementedError(
+                f"Conv3d(padding_mode={padding_mode!r}) is not implemented in plast; use 'zeros' or pad the input "
+                "with F.pad first"
+            )
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _triple(kernel_size)
+        self.stride = _triple(stride)
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of ('valid', 'same')")
+            if padding == "same" and self.stride != (1, 1, 1):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = _triple(padding)
+        self.dilation = _triple(dilation)
+        self.groups = groups
+        self.padding_mode = padding_mode
+        self.output_padding = (0, 0, 0)
+        self.transposed = False
+        self.weight = Parameter(plast.empty(out_channels, in_channels // groups, *self.kernel_size, dtype=dt))
+        if bias:
+            self.bias = Parameter(plast.empty(out_channels, dtype=dt))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    reset_parameters = Conv2d.reset_parameters
+
+    def forward(self, input):
+        if input.ndim not in (4, 5) or input.shape[-4] != self.in_channels:
+            c = self.in_channels
+            raise ShapeError(
+                f"{self!r}: expected an input of shape (N, {c}, D, H, W) or ({c}, D, H, W), got {tuple(input.shape)}"
+            )
+        return conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def extra_repr(self):
+        return _conv_repr(self, (0, 0, 0), (1, 1, 1))

@@ -187,7 +187,7 @@ def batch_norm(
 
 # Torch names plast-core lacks, written in plast ops in plast-nn (a core name of the same name, once core has
 # it, takes over in the update below: core's are fused).
-from .conv import conv1d, conv_transpose1d, conv_transpose2d  # noqa: E402, F401
+from .conv import conv1d, conv3d, conv_transpose1d, conv_transpose2d  # noqa: E402, F401
 from .distance import cosine_similarity, pairwise_distance  # noqa: E402, F401
 from .instancenorm import instance_norm  # noqa: E402, F401
 from .linear import bilinear  # noqa: E402, F401
