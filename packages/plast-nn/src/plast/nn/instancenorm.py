@@ -6,6 +6,7 @@ import plast
 from plast.errors import ShapeError
 
 from . import functional as F
+from . import init
 from .normalization import _BatchNorm
 
 
@@ -86,11 +87,9 @@ class _InstanceNorm(_BatchNorm):
     def reset_parameters(self):
         self.reset_running_stats()
         if self.weight is not None:
-            with plast.no_grad():
-                self.weight.fill_(1.0)
+            init.ones_(self.weight)
         if self.bias is not None:
-            with plast.no_grad():
-                self.bias.zero_()
+            init.zeros_(self.bias)
 
     def forward(self, input):
         nd = self._no_batch_dim
