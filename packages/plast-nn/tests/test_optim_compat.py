@@ -268,3 +268,47 @@ def test_jitted_steps_equal_eager_steps(name):
     np.testing.assert_allclose(lj, le, rtol=1e-6)
     for a, b in zip(pj, pe):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def _to_plast(v):
+    if isinstance(v, torch.Tensor):
+        return plast.tensor(v.detach().numpy())
+    if isinstance(v, list):
+        return [_to_plast(x) for x in v]
+    return v
+
+
+@pytest.mark.parametrize("source", ["plast", "torch"])
+def test_lbfgs_state_dict_round_trip(source):
+    pw, tw = _rosenbrock_pair(np.float64)
+    popt = optim.LBFGS([pw], history_size=5, max_iter=4)
+    topt = torch.optim.LBFGS([tw], history_size=5, max_iter=4)
+
+    def closure(opt, w):
+        def f():
+            opt.zero_grad()
+            loss = _rosen(w, None)
+            loss.backward()
+            return loss
+
+        return f
+
+    for _ in range(2):
+        popt.step(closure(popt, pw))
+        topt.step(closure(topt, tw))
+    sd = popt.state_dict()
+    if source == "torch":
+        tsd = topt.state_dict()
+        sd = {
+            "state": {i: {k: _to_plast(v) for k, v in st.items()} for i, st in tsd["state"].items()},
+            "param_groups": tsd["param_groups"],
+        }
+    w2 = nn.Parameter(plast.tensor(pw.detach().numpy()))
+    opt2 = optim.LBFGS([w2], history_size=5, max_iter=4)
+    opt2.load_state_dict(sd)
+    for _ in range(2):
+        popt.step(closure(popt, pw))
+        opt2.step(closure(opt2, w2))
+        topt.step(closure(topt, tw))
+    np.testing.assert_allclose(w2.detach().numpy(), pw.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(w2.detach().numpy(), tw.detach().numpy(), rtol=1e-9)
