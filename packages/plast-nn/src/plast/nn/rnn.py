@@ -174,13 +174,10 @@ class RNNBase(Module):
     # ---- forward ----
     def _layer_weights(self, layer, direction):
         suffix = "_reverse" if direction == 1 else ""
-        get = self.__dict__.get
-
-        def w(base):
-            name = f"{base}_l{layer}{suffix}"
-            return get(name, getattr(self, name, None))
-
-        return w("weight_ih"), w("weight_hh"), w("bias_ih"), w("bias_hh"), w("weight_hr")
+        return tuple(
+            getattr(self, f"{base}_l{layer}{suffix}", None)
+            for base in ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
+        )
 
     def _run_direction(self, x, sizes, starts, h, c, weights, reverse):
         """One layer in one direction over packed rows ``x`` (sum(sizes), features): (output rows, h_n, c_n).
