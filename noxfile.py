@@ -33,7 +33,7 @@ else:  # pragma: no cover
 ROOT = Path(__file__).parent.resolve()
 PACKAGES = ROOT / "packages"
 DIST = ROOT / "dist"
-KERNELS = PACKAGES / "plast-core" / "src" / "plast" / "backends" / "cuda" / "kernels"
+KERNELS = PACKAGES / "plast-core" / "src" / "plast" / "kernels" / "cuda" / "cu"
 
 # short name -> distribution; and what each distribution needs next to it at test time
 DISTS = {"core": "plast-core", "nn": "plast-nn", "data": "plast-data", "experiment": "plast-experiment"}

@@ -1,4 +1,4 @@
-"""Fused elementwise chains on CUDA (backends/cuda/codegen.py): what a chain costs on the host, and on a GPU
+"""Fused elementwise chains on CUDA (kernels/cuda/codegen.py): what a chain costs on the host, and on a GPU
 what fusing saves.
 
     python bench/bench_cuda_chain.py                # host side everywhere; the GPU part where one is available
@@ -7,7 +7,7 @@ what fusing saves.
 Host side (any machine): generating a chain's source (microseconds per program), the per-launch Python cost of
 run_chain (layout merge, operand classes, argument packing; the launch itself replaced by a no-op), and, with
 nvcc, the first-use compile of one generated module (the disk cache makes later processes skip it).
-GPU (plast.backends.cuda.is_available()): a 6-op and a 7-op chain over 16M float32 elements, fused
+GPU (plast._core.cuda_driver.is_available()): a 6-op and a 7-op chain over 16M float32 elements, fused
 (one generated kernel) and unfused (PLAST_FUSION=0: one kernel per op), next to a device-to-device copy of the
 output's size. Milliseconds per call, medians of --reps runs. Timings are reported, never asserted.
 """
@@ -22,9 +22,9 @@ import numpy as np
 from timing import median_time
 
 import plast
-import plast.backends.cuda as cuda
-from plast.backends.cpu import _fused
-from plast.backends.cuda import codegen, loader
+import plast._core.cuda_driver as cuda
+from plast.kernels.cpu import _fused
+from plast.kernels.cuda import codegen, loader
 
 PROGRAM = _fused.assemble(
     [("load", 0, 0), ("load", 1, 1), ("mul", 2, 0, 1), ("load", 3, 2), ("add", 2, 2, 3)]

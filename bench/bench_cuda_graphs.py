@@ -1,7 +1,7 @@
 """@plast.jit training steps on a GPU: eager, jit replayed step by step (PLAST_CUDA_GRAPHS=0), and jit replayed
-as one CUDA graph per call (backends/cuda/graphs.py).
+as one CUDA graph per call (kernels/cuda/graphs.py).
 
-    python bench/bench_cuda_graphs.py               # needs plast.backends.cuda.is_available()
+    python bench/bench_cuda_graphs.py               # needs plast._core.cuda_driver.is_available()
     python bench/bench_cuda_graphs.py --json out.json
 
 Two workloads: the README's xor model (2-8-1, Adam; launch-bound: a few dozen tiny kernels per step) and a
@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 import plast
-import plast.backends.cuda as cuda
+import plast._core.cuda_driver as cuda
 
 
 def _model(widths, device):
@@ -76,7 +76,7 @@ def main():
     if not cuda.is_available():
         print(f"bench_cuda_graphs: no GPU here ({cuda.unavailable_reason()}); nothing to time")
         return 0
-    from plast.backends.cuda import graphs
+    from plast.kernels.cuda import graphs
 
     res = {"device": cuda.device_info().get("name")}
     for name, widths, batch in (("xor", (2, 8, 1), 4), ("mlp", (512, 1024, 1024, 10), 256)):

@@ -6,7 +6,7 @@
 Host side (any machine): each launcher run against the harness's recorder instead of a GPU: its Python cost per
 call (microseconds, the launches themselves are no-ops) and how many kernels it launches (scatter_reduce and
 multinomial without replacement sort, and a long sort is one launch per bitonic step).
-GPU (plast.backends.cuda.is_available()): milliseconds per call through plast tensors on the device, next to
+GPU (plast._core.cuda_driver.is_available()): milliseconds per call through plast tensors on the device, next to
 the same call on plast's CPU backend and, when torch has CUDA, torch on the GPU. Medians of --reps runs; a GPU
 call ends with a host read, so it includes the synchronization. Timings are reported, never asserted.
 """
@@ -14,12 +14,13 @@ call ends with a host read, so it includes the synchronization. Timings are repo
 import argparse
 import json
 
+import cuda_harness as harness
 import numpy as np
 from timing import median_time
 
 import plast
-import plast.backends.cuda as cuda
-from plast.backends.cuda import harness, kernels
+import plast._core.cuda_driver as cuda
+from plast.kernels.cuda import kernels
 
 
 def cases(device):

@@ -20,7 +20,7 @@ import torch
 from timing import address as _a
 from timing import median_time as timeit
 
-from plast.backends.cpu import _fast, _runtime
+from plast.kernels.cpu import _fast, _runtime
 
 F64 = _fast.F64
 

@@ -54,7 +54,7 @@ def _loop(fn, reps, rounds):
 def _child(args):
     import numpy as np
 
-    from plast.backends.cpu import _gemm, _runtime
+    from plast.kernels.cpu import _gemm, _runtime
 
     threads = args.child
     _runtime.set_num_threads(threads)

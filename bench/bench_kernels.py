@@ -24,7 +24,7 @@ import torch
 from timing import address as _a
 from timing import median_time
 
-from plast.backends.cpu import _fast, _fused, _kernels, _runtime
+from plast.kernels.cpu import _fast, _fused, _kernels, _runtime
 
 
 def timeit(fn, reps, warm=1):

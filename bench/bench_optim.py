@@ -93,7 +93,7 @@ def main():
     traced = plast_opt()
     rows.append(("plast AdamW.step() @plast.jit", plast.jit(lambda: traced.step()), 1.0))
 
-    from plast.backends.cpu import kernels_optim as K
+    from plast.kernels.cpu import kernels_optim as K
 
     numpy_path = types.SimpleNamespace(
         ADAM=K._optim.ADAM, run=lambda kind, node, inputs: tuple(range(node.args[0]))

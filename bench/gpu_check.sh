@@ -185,7 +185,7 @@ cd "$ROOT" || exit 1
 COMPILE_PY='
 import os, sys, time
 from concurrent.futures import ThreadPoolExecutor
-from plast.backends.cuda import loader
+from plast.kernels.cuda import loader
 arch = sys.argv[1] if len(sys.argv) > 1 else loader.arch()
 names = loader.module_names() if len(sys.argv) < 3 else sys.argv[2].split(",")
 t = time.perf_counter()
@@ -217,7 +217,7 @@ ROWS[-1]="${ROWS[-1]}$(tail -n 1 "$OUT/pytest_cuda.log" 2>/dev/null | tr '|' '/'
 # ---- kernel timings: GEMM 4096 vs torch.matmul, add vs a device-to-device copy, softmax, layer_norm, AdamW ----
 
 [ "$MODE" = dry ] && STAGE_DETAIL="no GPU: it only says why"
-stage "kernel timings" 180 "$VPY" -m plast.backends.cuda.gpu_check --no-tests --out "$OUT"
+stage "kernel timings" 180 "$VPY" "$ROOT/bench/gpu_check.py" --no-tests --out "$OUT"
 
 # ---- the gpt workload (DESIGN §6): one training step, plast eager vs torch eager ----------------------------------
 

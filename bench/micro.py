@@ -12,7 +12,7 @@ skinny shapes, the kernel timed in C, numpy's BLAS limited to the same threads).
   the difference is what the API costs (op layer, graph, scheduler, arena). torch.matmul and numpy for scale.
 * bandwidth: bytes moved / time, counting each operand once (add and mul read two arrays and write one; sum reads
   one; np.copyto reads one and writes one). add/mul call the C kernel directly
-  (``plast.backends.cpu._kernels.binary_arrays``); ``plast.add`` and ``plast.sum`` go through the API.
+  (``plast.kernels.cpu._kernels.binary_arrays``); ``plast.add`` and ``plast.sum`` go through the API.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def matmul_overhead(nt, quick):
     torch.set_num_threads(nt)
 
     try:
-        from plast.backends.cpu import _gemm
+        from plast.kernels.cpu import _gemm
     except ImportError:
         _gemm = None
     rows = []
@@ -101,7 +101,7 @@ def matmul_overhead(nt, quick):
 
 def bandwidth(threads, quick):
     import plast
-    from plast.backends.cpu import _kernels
+    from plast.kernels.cpu import _kernels
 
     rounds = 3 if quick else 7
     nbytes = N_BIG * 4

@@ -345,18 +345,18 @@ class GenWorkload:
 
 
 def count_recorded(fn):
-    """Run fn() once and return the number of graph nodes it records (plast.engine.graph.recorded_count; the op
+    """Run fn() once and return the number of graph nodes it records (plast.graph._graph.recorded_count; the op
     layer is compiled and calls ``record`` in C, so no Python wrapper could count them). Backward runs the
-    ordinary way for this call: a replayed backward (engine/backward_replay.py) records none of the ops it runs,
+    ordinary way for this call: a replayed backward (autograd/backward_replay.py) records none of the ops it runs,
     and they are ops of the step all the same."""
     import contextlib
 
-    from plast.engine import graph
+    from plast.graph import _graph as graph
 
     if not hasattr(graph, "recorded_count"):
-        raise RuntimeError("this plast has no plast.engine.graph.recorded_count")
+        raise RuntimeError("this plast has no plast.graph._graph.recorded_count")
     try:
-        from plast.engine.backward_replay import disabled
+        from plast.autograd.backward_replay import disabled
     except ImportError:
         disabled = contextlib.nullcontext
     with disabled():

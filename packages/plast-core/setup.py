@@ -96,7 +96,12 @@ def _package_digest() -> bytes:
     global _PACKAGE_DIGEST
     if _PACKAGE_DIGEST is None:
         h = hashlib.sha256()
-        files = list((SRC / "plast").rglob("*.pxd")) + list((SRC / "plast").rglob("csrc/*"))
+        # __init__.py files too: whether a folder is a package decides how Cython resolves its cimports
+        files = [
+            *(SRC / "plast").rglob("*.pxd"),
+            *(SRC / "plast").rglob("csrc/*"),
+            *(SRC / "plast").rglob("__init__.py"),
+        ]
         for f in sorted(files):
             if f.is_file():
                 h.update(str(f.relative_to(SRC)).encode() + b"\0" + f.read_bytes())
@@ -168,7 +173,7 @@ def _extensions() -> list[Extension]:
             Extension(
                 ".".join(rel.parts),
                 [str(pyx.relative_to(HERE))],
-                include_dirs=[np.get_include(), str(SRC / "plast" / "backends" / "cpu" / "csrc")],
+                include_dirs=[np.get_include(), str(SRC / "plast" / "kernels" / "cpu" / "csrc")],
                 define_macros=macros,
                 extra_compile_args=cflags + omp_c,
                 extra_link_args=omp_l,

@@ -1,7 +1,13 @@
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from plast.backends.cpu import _runtime
+from plast.kernels.cpu import _runtime
+
+# the repo's shared test tooling (tests/tooling: the fake CUDA driver), which ships in no wheel
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "tooling"))
 
 
 @pytest.fixture

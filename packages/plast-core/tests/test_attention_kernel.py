@@ -7,7 +7,7 @@ import pytest
 from test_nn_helpers import double_backward
 
 import plast
-from plast.backends.cpu import _attention, _runtime
+from plast.kernels.cpu import _attention, _runtime
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional

@@ -1,4 +1,4 @@
-"""Eager backward replayed from programs (engine/backward_replay.py): a replayed backward must leave exactly what
+"""Eager backward replayed from programs (autograd/backward_replay.py): a replayed backward must leave exactly what
 the ordinary one leaves (the same gradients bit for bit, the same values, the same errors), and must step aside
 wherever it could not."""
 
@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import plast
-from plast.engine import backward_replay, realize
+from plast.autograd import backward_replay
 from plast.errors import StaleTensorError
+from plast.graph import realize
 
 pytestmark = pytest.mark.skipif(
     not realize._cache_enabled(), reason="replays are off with the plan cache (PLAST_PLAN_CACHE=0)"

@@ -1,9 +1,9 @@
 """CUDA kernels on a real GPU, compared with the CPU backend (and numpy where the CPU has no twin).
 
-Every test is marked ``cuda`` and skips with the reason when ``plast.backends.cuda.is_available()`` is False
+Every test is marked ``cuda`` and skips with the reason when ``plast._core.cuda_driver.is_available()`` is False
 (no pycuda, no driver, no device, or compute capability below 8.0). The bulk of the checking is generic: the
 harness records the CPU kernel calls of a representative workload (inputs with their real strides and offsets,
-node arguments, results) and replays each on the GPU (plast.backends.cuda.harness).
+node arguments, results) and replays each on the GPU (cuda_harness).
 """
 
 import math
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-import plast.backends.cuda as cuda
+import plast._core.cuda_driver as cuda
 
 pytestmark = [
     pytest.mark.cuda,
@@ -22,7 +22,7 @@ pytestmark = [
 
 
 def _harness():
-    from plast.backends.cuda import harness
+    import cuda_harness as harness
 
     return harness
 
@@ -33,7 +33,10 @@ def _segments():
 
 @pytest.fixture(scope="module")
 def dev():
-    from plast.backends.cuda import harness, kernels, loader, memory
+    import cuda_harness as harness
+
+    from plast.kernels.cuda import kernels, loader
+    from plast.memory import cuda as memory
 
     loader.context()
 
@@ -50,7 +53,7 @@ def dev():
                 np.dtype(np.float32): 3,
                 np.dtype(np.float64): 4,
             }[a.dtype]
-            import plast.dtypes as D
+            import plast._core.dtypes as D
 
             dt = next(d for d in D.ALL if d.code == code)
             st = Dev.arena.new(max(a.nbytes, 1))
@@ -69,7 +72,7 @@ def dev():
 
 
 def test_every_module_builds_for_this_gpu():
-    from plast.backends.cuda import loader
+    from plast.kernels.cuda import loader
 
     assert loader.build_all() == loader.module_names()
 
@@ -96,8 +99,9 @@ def test_workload_matches_cpu(segment):
     "kind,code", [("u32", 3), ("uniform", 3), ("uniform", 4), ("normal", 3), ("normal", 4)]
 )
 def test_philox_matches_cpu(dev, kind, code):
-    from plast.backends.cpu import _kernels
-    from plast.backends.cuda import kernels_nn, memory
+    from plast.kernels.cpu import _kernels
+    from plast.kernels.cuda import kernels_nn
+    from plast.memory import cuda as memory
 
     n, seed, offset = 100_003, 2**40 + 17, 12345
     dt = np.uint32 if kind == "u32" else (np.float32 if code == 3 else np.float64)
@@ -117,7 +121,7 @@ def test_philox_matches_cpu(dev, kind, code):
 
 
 def test_bad_ids_raise_index_error(dev):
-    from plast.backends.cuda import kernels_nn
+    from plast.kernels.cuda import kernels_nn
     from plast.ops.registry import OPS
 
     harness = _harness()
@@ -134,7 +138,7 @@ def test_bad_ids_raise_index_error(dev):
 
 
 def test_integer_division_by_zero_raises(dev):
-    from plast.backends.cuda import kernels
+    from plast.kernels.cuda import kernels
     from plast.ops.registry import OPS
 
     a = dev.put(np.array([4, 5, 6], dtype=np.int64))
@@ -145,7 +149,7 @@ def test_integer_division_by_zero_raises(dev):
 
 
 def test_cross_entropy_bad_target_raises(dev):
-    from plast.backends.cuda import kernels_nn
+    from plast.kernels.cuda import kernels_nn
     from plast.ops.registry import OPS
 
     x = dev.put(np.zeros((2, 5), dtype=np.float32))
@@ -161,7 +165,7 @@ def test_cross_entropy_bad_target_raises(dev):
     [((257, 130), (130, 129)), ((3, 1, 70, 33), (2, 33, 150)), ((1000,), (1000, 3)), ((5, 64), (64,))],
 )
 def test_matmul_shapes_and_broadcasting(dev, shape_a, shape_b):
-    from plast.backends.cuda import kernels_nn
+    from plast.kernels.cuda import kernels_nn
 
     rng = np.random.default_rng(1)
     a = rng.standard_normal(shape_a).astype(np.float32)
@@ -174,7 +178,7 @@ def test_matmul_shapes_and_broadcasting(dev, shape_a, shape_b):
 
 
 def test_matmul_transposed_views_and_epilogue(dev):
-    from plast.backends.cuda import kernels, kernels_nn
+    from plast.kernels.cuda import kernels, kernels_nn
 
     rng = np.random.default_rng(2)
     a = rng.standard_normal((96, 200)).astype(np.float32)  # used as a.T: (200, 96) with strides (1, 200)
@@ -193,7 +197,7 @@ def test_matmul_transposed_views_and_epilogue(dev):
 
 
 def test_tf32_matmul_only_when_allowed(dev):
-    from plast.backends.cuda import kernels, kernels_nn
+    from plast.kernels.cuda import kernels, kernels_nn
 
     rng = np.random.default_rng(3)
     a = rng.standard_normal((300, 512)).astype(np.float32)
@@ -233,7 +237,7 @@ def _attention_ref(q, k, v, causal, scale, g):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D", [16, 40, 128])
 def test_flash_attention_forward_and_backward(dev, causal, D):
-    from plast.backends.cuda import kernels, kernels_nn
+    from plast.kernels.cuda import kernels, kernels_nn
 
     rng = np.random.default_rng(4)
     B, H, L, S = 2, 3, 70, 70 if causal else 45
@@ -271,7 +275,7 @@ def test_flash_attention_forward_and_backward(dev, causal, D):
 
 
 def test_long_rows_sort_globally(dev):
-    from plast.backends.cuda import kernels
+    from plast.kernels.cuda import kernels
 
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 5000)).astype(np.float32)
@@ -284,7 +288,7 @@ def test_long_rows_sort_globally(dev):
 
 
 def test_device_arena_roundtrip(dev):
-    from plast.backends.cuda import memory
+    from plast.memory import cuda as memory
 
     a = memory.DeviceArena("persistent", False, capacity=1 << 20, grow=False)
     s = a.new(1000)

@@ -1,4 +1,4 @@
-"""CUDA code generation for fused elementwise chains (plast.backends.cuda.codegen), checked without a GPU where
+"""CUDA code generation for fused elementwise chains (plast.kernels.cuda.codegen), checked without a GPU where
 possible.
 
 * host math: the generated source compiles as host C++ (its kernel entry aside); g++ builds a sample of programs
@@ -23,10 +23,10 @@ import pytest
 from test_cuda_wiring import fake_cuda  # noqa: F401 -- the fake driver's fixture, used by name
 
 import plast
-import plast.backends.cuda as cuda_backend
-from plast.backends.cpu import _fused
-from plast.backends.cuda import codegen, loader
-from plast.engine import chains, realize
+import plast._core.cuda_driver as cuda_backend
+from plast.graph import chains, realize
+from plast.kernels.cpu import _fused
+from plast.kernels.cuda import codegen, loader
 
 CXX = shutil.which("g++") or shutil.which("c++")
 needs_cxx = pytest.mark.skipif(CXX is None, reason="no host C++ compiler (g++)")
@@ -479,7 +479,7 @@ def test_cuda_chain_kernel_loads_a_generated_module(rng, monkeypatch):
 
 @pytest.mark.usefixtures("fake_cuda")
 def test_chains_never_span_devices():
-    from plast.engine.graph import record
+    from plast.graph._graph import record
     from plast.ops.registry import OPS
 
     a = plast.randn(2, 3)

@@ -1,7 +1,7 @@
 """The CUDA backend, as far as a machine without a GPU can check it.
 
 * every kernels/*.cu compiles with nvcc for sm_80 and sm_90 with warnings as errors;
-* the structs kernels take by value have the byte layout plast.backends.cuda.abi packs (g++ on abi.cuh);
+* the structs kernels take by value have the byte layout plast.kernels.cuda.abi packs (g++ on abi.cuh);
 * philox.cuh, compiled for the host, reproduces the CPU generator number for number;
 * the device arena's bookkeeping (size classes, reuse, reset, exhaustion) with a fake allocator;
 * the loader: nvcc diagnostics become file:line errors, binaries are cached by source hash and arch;
@@ -18,10 +18,12 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+import cuda_harness as harness
 import numpy as np
 import pytest
 
-from plast.backends.cuda import abi, harness, loader, memory
+from plast.kernels.cuda import abi, loader
+from plast.memory import cuda as memory
 
 NVCC = loader.find_nvcc()
 CXX = shutil.which("g++") or shutil.which("c++")
@@ -302,7 +304,7 @@ def philox_shim(tmp_path_factory):
 )
 @pytest.mark.parametrize("seed,offset,n", [(0, 0, 1), (42, 7, 1001), (2**63 + 12345, 2**33 + 5, 37)])
 def test_philox_header_matches_cpu_stream(philox_shim, kind, f64, p1, p2, seed, offset, n):
-    from plast.backends.cpu import _kernels
+    from plast.kernels.cpu import _kernels
 
     dt = np.uint32 if kind == "u32" else (np.float64 if f64 else np.float32)
     want = np.zeros(n, dtype=dt)
@@ -424,7 +426,7 @@ RMS_CASES = {
 @pytest.mark.parametrize("case", sorted(RMS_CASES))
 def test_rmsprop_element_update_matches_cpu(rmsprop_shim, rng, dt, case):
     import plast
-    from plast.backends.cpu import _runtime
+    from plast.kernels.cpu import _runtime
 
     # the header copies the rounding of the CPU kernel's FMA paths (AVX2, AVX-512), which are torch's
     best = [s for s in ("avx512", "avx2") if s in _runtime.simd_available()]
@@ -610,18 +612,20 @@ def test_compile_cache_is_keyed_by_source_and_arch(tmp_path, monkeypatch):
 
 def test_import_does_not_touch_pycuda():
     code = (
-        "import sys, plast, plast.backends.cuda as c, plast.backends.cuda.kernels, "
-        "plast.backends.cuda.kernels_nn, plast.backends.cuda.harness; "
+        "import sys, plast, plast._core.cuda_driver as c, plast.kernels.cuda.kernels, "
+        "plast.kernels.cuda.kernels_nn, cuda_harness; "
         "assert 'pycuda' not in sys.modules, 'imported pycuda'; print(c.is_available(), repr(c.unavailable_reason()))"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # cwd: cuda_harness.py is test tooling beside this file
+    here = os.path.dirname(os.path.abspath(__file__))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=here)
     ok, reason = res.stdout.split(" ", 1)
     if ok == "False":
         assert reason.strip(" \n'\""), "is_available() is False without a reason"
 
 
 def test_unavailable_reason_without_pycuda(monkeypatch):
-    import plast.backends.cuda as cuda
+    import plast._core.cuda_driver as cuda
 
     monkeypatch.setitem(sys.modules, "pycuda", None)
     monkeypatch.setitem(sys.modules, "pycuda.driver", None)
@@ -636,7 +640,7 @@ def test_unavailable_reason_without_pycuda(monkeypatch):
 
 
 def test_tf32_flag_defaults_off():
-    import plast.backends.cuda as cuda
+    import plast._core.cuda_driver as cuda
 
     assert cuda.matmul.allow_tf32 is False
 
@@ -688,7 +692,7 @@ def test_workload_reaches_most_of_the_op_table(workload):
 
 
 def test_attention_and_philox_launchers_match_signatures(signatures):
-    from plast.backends.cuda import kernels, kernels_nn
+    from plast.kernels.cuda import kernels, kernels_nn
 
     with harness.fake_gpu(signatures) as recs:
         q = kernels.Operand(1 << 40, (2, 3, 17, 40), (3 * 17 * 40, 17 * 40, 40, 1), 3)
@@ -738,8 +742,8 @@ def test_float64_launchers_match_signatures(signatures):
 
 
 def test_tf32_path_launches_the_tensor_core_kernel(signatures):
-    import plast.backends.cuda as cuda
-    from plast.backends.cuda import kernels_nn
+    import plast._core.cuda_driver as cuda
+    from plast.kernels.cuda import kernels_nn
 
     class Out:
         dtype = plast_dtype(3)
@@ -765,13 +769,13 @@ def test_tf32_path_launches_the_tensor_core_kernel(signatures):
 
 
 def plast_dtype(code):
-    import plast.dtypes
+    import plast._core.dtypes
 
-    return next(d for d in plast.dtypes.ALL if d.code == code)
+    return next(d for d in plast._core.dtypes.ALL if d.code == code)
 
 
 def test_register_fills_the_cuda_column():
-    from plast.backends.cuda import kernels
+    from plast.kernels.cuda import kernels
     from plast.ops.registry import OPS
 
     saved = {n: op.kernels.get("cuda") for n, op in OPS.items()}
@@ -801,7 +805,7 @@ def chain_builds(tmp_path_factory):
     loader uses for them plus warnings as errors: [(label, arch, exit code, log, PTX signatures, packed size)]."""
     from test_cuda_codegen import nvcc_samples
 
-    from plast.backends.cuda import codegen
+    from plast.kernels.cuda import codegen
 
     if NVCC is None or os.environ.get("PLAST_NVCC_TESTS") != "1":
         pytest.skip("nvcc checks run in `nox -s cuda_compile` (PLAST_NVCC_TESTS=1)")
@@ -856,7 +860,7 @@ def test_generated_source_errors_quote_the_line(tmp_path, monkeypatch):
 
 @needs_nvcc
 def test_generated_source_cache_is_keyed_by_text_and_arch(tmp_path, monkeypatch):
-    from plast.backends.cuda import codegen
+    from plast.kernels.cuda import codegen
 
     monkeypatch.setenv("PLAST_CUDA_CACHE", str(tmp_path / "cache"))
     prog = codegen._fused.assemble([("load", 0, 0), ("exp", 1, 0), ("store", 0, 1)])
@@ -877,7 +881,7 @@ def test_generated_source_cache_is_keyed_by_text_and_arch(tmp_path, monkeypatch)
 
 
 def test_last_rows_have_modules_and_no_stubs():
-    from plast.backends.cuda import kernels
+    from plast.kernels.cuda import kernels
     from plast.ops.registry import OPS
 
     assert {"scatter_reduce", "multinomial", "svd", "prod_excl"} <= set(loader.module_names())

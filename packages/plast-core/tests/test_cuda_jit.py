@@ -18,20 +18,20 @@ import struct
 import subprocess
 import sys
 
+import fake_cuda
 import numpy as np
 import pytest
 
 import plast
-import plast.backends.cuda as cuda_backend
-from plast import _arenas
-from plast.backends.cpu import _kernels as cpu_kernels_c
-from plast.backends.cpu import kernels as cpu_kernels
-from plast.backends.cuda import graphs, kernels, kernels_nn, loader
-from plast.backends.cuda.abi import Params
-from plast.engine import jit
+import plast._core.cuda_driver as cuda_backend
+from plast.graph import tape
+from plast.kernels.cpu import _kernels as cpu_kernels_c
+from plast.kernels.cpu import kernels as cpu_kernels
+from plast.kernels.cuda import graphs, kernels, kernels_nn, loader
+from plast.kernels.cuda.abi import Params
+from plast.memory import arenas as _arenas
 from plast.memory.arena import borrow
 from plast.ops.registry import OPS
-from plast.testing import fake_cuda
 
 needs_gpu = pytest.mark.skipif(
     not cuda_backend.is_available(), reason=f"CUDA backend not available: {cuda_backend.unavailable_reason()}"
@@ -107,7 +107,7 @@ class FakeModule:
 
 
 class FakeDriver(fake_cuda.FakeDriver):
-    """plast.testing's fake driver with stream capture and graphs, as a PyCUDA that binds them has them. A
+    """fake_cuda's fake driver with stream capture and graphs, as a PyCUDA that binds them has them. A
     synchronous (legacy-stream) call while a stream captures fails the test: on a GPU it would invalidate the
     capture."""
 
@@ -225,7 +225,7 @@ def _copy_twins(drv):
 
 def _host_view(t):
     """A CPU tensor over t's fake device memory, at the address t has now."""
-    from plast.tensor import Tensor
+    from plast import Tensor
 
     st = t._storage
     return Tensor._from_storage(
@@ -253,7 +253,7 @@ def _standin(drv, op):
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """A fake GPU running every CUDA op through its CPU kernel; op table, arenas and caches restored after."""
-    tensor_mod = sys.modules["plast.tensor"]
+    tensor_mod = sys.modules["plast._tensor"]
     drv = FakeDriver()
     info = {"name": "fake", "compute_capability": (9, 0), "devices": 1, "memory_bytes": 1 << 30}
     monkeypatch.setattr(cuda_backend, "_probe", (True, "", info))
@@ -351,7 +351,7 @@ def _run(step_fn, data, calls=5):
 def test_tape_records_device_steps(fake_gpu, rng):
     """Every step of a CUDA trace replays with a CUDA kernel: copies (in-place writes, persisted results),
     random fills, optimizer-style in-place updates; the planned intermediates live in one GPU block."""
-    from plast.backends.cuda.memory import DeviceStorage
+    from plast.memory.cuda import DeviceStorage
 
     params = _params("cuda")
     step = plast.jit(_train_step(params, p_drop=0.25))
@@ -364,7 +364,7 @@ def test_tape_records_device_steps(fake_gpu, rng):
         assert all(t.device.type == "cuda" for t in s.inputs + s.outputs), s
         assert s.kernel is not cpu_kernels.copy, f"{s.what} records the CPU copy kernel"
         if s.kind == "copy":
-            assert s.kernel is jit.device_copy
+            assert s.kernel is tape.device_copy
         if s.kind == "kernel":
             assert s.kernel is s.node.op.kernels["cuda"]
     whats = [s.what for s in plan.steps]
@@ -520,7 +520,7 @@ def test_random_fill_with_its_own_generator(fake_gpu):
 def test_host_copy_in_a_step_falls_back_to_steps(fake_gpu, monkeypatch):
     """A launcher that reads device memory back can't be in a graph: the capture fails (its draws undone) and
     the plan replays step by step, correctly; after two tries it stops trying."""
-    from plast.backends.cuda import memory
+    from plast.memory import cuda as memory
 
     op = OPS["exp"]
     real = op.kernels["cuda"]
@@ -626,7 +626,7 @@ def test_cpu_plans_are_untouched(fake_gpu):
 def test_capture_records_device_memory_ops_and_holds_memory(fake_gpu):
     """Inside a capture, memsets and device copies are recorded (a replay zeroes an accumulator again), kernel
     scratch and uploaded tables belong to the graph, and host copies fail the capture."""
-    from plast.backends.cuda import memory
+    from plast.memory import cuda as memory
 
     acc = plast.full((4,), 5.0, device="cuda")
     src = plast.full((4,), 2.0, device="cuda")
@@ -733,7 +733,7 @@ def test_api_prefers_pycuda_bindings(fake_gpu, monkeypatch):
 @pytest.mark.skipif(loader.find_nvcc() is None, reason="nvcc not found")
 def test_devstate_philox_launches_match_the_kernels(tmp_path):
     """The graph variants of the Philox launches pack what kernels/random.cu's *_devstate kernels take."""
-    from plast.backends.cuda import harness
+    import cuda_harness as harness
 
     nvcc = loader.find_nvcc()
     cu = loader.KERNEL_DIR / "random.cu"
@@ -771,7 +771,7 @@ def test_cpu_jit_never_imports_the_graph_module(tmp_path):
         "import sys, plast\n"
         "f = plast.jit(lambda x: (x * 2 + plast.rand(3)).sum())\n"
         "[f(plast.ones(3)) for _ in range(3)]\n"
-        "bad = [m for m in sys.modules if m.startswith('pycuda') or m.startswith('plast.backends.cuda.')]\n"
+        "bad = [m for m in sys.modules if m.startswith('pycuda') or m.startswith('plast._core.cuda_driver.')]\n"
         "assert not bad, bad\n"
         "print('ok')\n"
     )

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import plast
-from plast.backends.cuda import kernels_extra, loader
+from plast.kernels.cuda import kernels_extra, loader
 
 CXX = shutil.which("g++") or shutil.which("c++")
 
@@ -249,7 +249,7 @@ def test_multinomial_overflowing_total(multinomial_shim):
     """Weights whose running sum overflows: u * total is inf (or NaN for u = 0) and lies above every sum; the
     draw is then the last category with a positive weight, never a trailing zero-weight one (numpy sorts NaN
     last)."""
-    from plast.backends.cpu import kernels_reduce
+    from plast.kernels.cpu import kernels_reduce
 
     w = np.array([[1e308, 1e308, 0.0, 0.0], [1e308, 1.0, 1e308, 0.0]])
     u = np.array([[0.0, 0.25], [0.5, np.nextafter(1.0, 0.0)]])
@@ -316,7 +316,7 @@ def prod_excl_shim(tmp_path_factory):
 
 
 def _cpu_prod_excl(x, gs):
-    from plast.backends.cpu import kernels_reduce
+    from plast.kernels.cpu import kernels_reduce
 
     out = plast.tensor(np.zeros_like(x))
     node = types.SimpleNamespace(args=(1,))

@@ -15,16 +15,16 @@ import os
 import subprocess
 import sys
 
+import fake_cuda as fake_cuda_mod
 import numpy as np
 import pytest
 
 import plast
-import plast.backends.cuda as cuda_backend
-from plast import _arenas
-from plast.backends.cuda import CudaUnavailableError
-from plast.engine import chains, fusion
+import plast._core.cuda_driver as cuda_backend
+from plast._core.cuda_driver import CudaUnavailableError
+from plast.graph import chains, fusion
+from plast.memory import arenas as _arenas
 from plast.ops.registry import OPS
-from plast.testing import fake_cuda as fake_cuda_mod
 
 needs_gpu = pytest.mark.skipif(
     not cuda_backend.is_available(), reason=f"CUDA backend not available: {cuda_backend.unavailable_reason()}"
@@ -128,7 +128,7 @@ def test_import_plast_never_imports_pycuda(tmp_path):
         "y = (x.cpu().to('cpu') * 2).relu().sum()\n"
         "y.backward()\n"
         "bad = [m for m in sys.modules if m.startswith('pycuda') or m in "
-        "('plast.backends.cuda.memory', 'plast.backends.cuda.kernels', 'plast.backends.cuda.transfer')]\n"
+        "('plast.memory.cuda', 'plast.kernels.cuda.kernels', 'plast.kernels.cuda.transfer')]\n"
         "assert not bad, bad\n"
         "print('ok')\n"
     )
@@ -137,7 +137,7 @@ def test_import_plast_never_imports_pycuda(tmp_path):
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr
 
 
-# ---- a fake driver (plast.testing.fake_cuda) ------------------------------------------------------------------
+# ---- a fake driver (fake_cuda) ------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -244,7 +244,7 @@ def test_factories_on_the_device(fake_cuda, rng):
 
 
 def test_first_cuda_tensor_registers_the_kernels(fake_cuda):
-    from plast.backends.cuda import kernels, kernels_nn, transfer
+    from plast.kernels.cuda import kernels, kernels_nn, transfer
 
     for op in OPS.values():
         op.kernels.pop("cuda", None)
@@ -368,7 +368,7 @@ def test_host_array_is_the_anomaly_hook(fake_cuda):
 
 
 def test_planned_block_slices_are_device_storages(fake_cuda):
-    from plast.backends.cuda.memory import DeviceStorage
+    from plast.memory.cuda import DeviceStorage
 
     block = _arenas.transient("cuda").new(4096)
     part = _arenas.view_of(block, 256, 512)
@@ -442,8 +442,8 @@ def _mlp(device, rng):
 
 
 def test_fusion_rules_take_the_device_kernel(fake_cuda, rng):
-    from plast.backends.cpu import kernels_fused
-    from plast.backends.cuda import kernels_nn
+    from plast.kernels.cpu import kernels_fused
+    from plast.kernels.cuda import kernels_nn
 
     out_cpu = _mlp("cpu", rng)
     order, internal = _graph(out_cpu)
@@ -465,7 +465,7 @@ def test_fusion_rules_take_the_device_kernel(fake_cuda, rng):
 
 
 def test_cross_entropy_rule_on_the_device(fake_cuda, rng):
-    from plast.backends.cuda import kernels_nn
+    from plast.kernels.cuda import kernels_nn
 
     x = plast.tensor(rng.standard_normal((5, 3)).astype(np.float32), device="cuda")
     t = plast.tensor([0, 2, 1, 1, 0], device="cuda")
@@ -486,7 +486,7 @@ def test_device_without_fused_kernels_stays_unfused(fake_cuda, rng, monkeypatch)
 
 def test_no_group_spans_two_devices(fake_cuda, rng):
     """Nodes recorded on two devices (which the op layer never produces) are never fused together."""
-    from plast.engine.graph import record
+    from plast.graph._graph import record
 
     a = plast.randn(2, 3)
     w = plast.randn(3, 4)
@@ -498,7 +498,7 @@ def test_no_group_spans_two_devices(fake_cuda, rng):
 
 
 def test_elementwise_chains_fuse_on_both_devices(fake_cuda, rng):
-    """CUDA chains run a generated kernel (backends/cuda/codegen.py; tested in test_cuda_codegen.py)."""
+    """CUDA chains run a generated kernel (kernels/cuda/codegen.py; tested in test_cuda_codegen.py)."""
 
     def chain(device):
         x, y, z = (plast.tensor(rng.standard_normal(8).astype(np.float32), device=device) for _ in range(3))
@@ -518,8 +518,8 @@ def host_philox(monkeypatch):
     """The CUDA Philox launcher replaced by the CPU generator writing at the same address (the fake's device memory
     is host memory): what reaches the kernel (address, count, seed, stream offset) is checked, by value."""
     from plast import random as prandom
-    from plast.backends.cpu import _kernels
-    from plast.backends.cuda import kernels_nn
+    from plast.kernels.cpu import _kernels
+    from plast.kernels.cuda import kernels_nn
 
     launches = []
 
@@ -610,7 +610,7 @@ ACROSS = [
 
 
 def _np_dtype(dt):
-    return plast.dtypes.from_numpy_dtype(np.dtype(dt))
+    return plast._core.dtypes.from_numpy_dtype(np.dtype(dt))
 
 
 @pytest.mark.parametrize("direction", ["to_cuda", "to_cpu"])

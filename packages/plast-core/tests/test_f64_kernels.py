@@ -11,7 +11,7 @@ import torch
 from helpers import helper_test_op
 
 import plast
-from plast.backends.cpu import _fast, _runtime, kernels, kernels_nn, kernels_reduce
+from plast.kernels.cpu import _fast, _runtime, kernels, kernels_nn, kernels_reduce
 
 SIZES = [1, 3, 17, 1000, 4097]
 EPS = np.finfo(np.float64).eps

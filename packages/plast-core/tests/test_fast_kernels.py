@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import plast
-from plast.backends.cpu import _fast, _runtime
+from plast.kernels.cpu import _fast, _runtime
 
 LENGTHS = [0, 1, 15, 17, 1023, 100_003]
 _erf = np.vectorize(math.erf, otypes=[np.float64])

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from plast.backends.cpu import _fused, _runtime
+from plast.kernels.cpu import _fused, _runtime
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 import plast
-from plast.engine.realize import scheduler_stats
+from plast.graph.realize import scheduler_stats
 
 
 def fused(fn):
     """Run fn() with a fresh count; return (result as numpy, names of the rules that fired)."""
-    from plast.engine.realize import watch_fusions
+    from plast.graph.realize import watch_fusions
 
     with watch_fusions() as fired:
         out = fn()
@@ -115,7 +115,7 @@ def test_debug_prints_hits_and_misses(data):
 
 
 def test_eager_plan_puts_intermediates_in_one_reused_block(monkeypatch):
-    from plast.engine import realize as R
+    from plast.graph import realize as R
 
     monkeypatch.setenv("PLAST_FUSION", "0")  # with fusion the chain below is one pass with no intermediates
 

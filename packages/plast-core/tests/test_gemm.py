@@ -1,4 +1,4 @@
-"""plast's CPU GEMM (csrc/gemm.c via plast.backends.cpu._gemm) against a float64 numpy reference.
+"""plast's CPU GEMM (csrc/gemm.c via plast.kernels.cpu._gemm) against a float64 numpy reference.
 
 Every SIMD path this CPU has is forced in turn, with 1 and 2 threads. Tolerances follow the error bound of a
 length-K dot product (proportional to sqrt(K) * eps * (|A| @ |B|)), so a wrong element, a skipped k, a tile
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from plast.backends.cpu import _gemm, _runtime
+from plast.kernels.cpu import _gemm, _runtime
 
 PATHS = [(simd, threads) for simd in _runtime.simd_available() for threads in (1, 2)]
 DTYPES = [np.float32, np.float64]

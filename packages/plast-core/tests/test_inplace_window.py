@@ -1,4 +1,4 @@
-"""In-place window writes (engine/inplace.py ``_write_window``): ``t[i] = v`` on a tensor outside any graph
+"""In-place window writes (graph/inplace.py ``_write_window``): ``t[i] = v`` on a tensor outside any graph
 writes just the window into t's memory, with the same results as the copying path, in eager and under jit."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import plast
-from plast.backends.cpu import kernels_indexing as kix
+from plast.kernels.cpu import kernels_indexing as kix
 from plast.ops import indexing
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import plast
-from plast.engine.planner import place
+from plast.graph.planner import place
 
 
 def _mlp(seed=0):
@@ -81,7 +81,7 @@ def test_random_ops_draw_fresh_numbers_each_call():
 
 
 def test_runtime_inputs_are_refreshed():
-    from plast.engine import jit as J
+    from plast import compiler as J
 
     lr = [1.0]
     scale = plast.zeros(())
@@ -98,7 +98,7 @@ def test_runtime_inputs_are_refreshed():
 
 
 def test_state_keys_retrace():
-    from plast.engine import jit as J
+    from plast import compiler as J
 
     class Flag:
         training = True

@@ -1,4 +1,4 @@
-"""The tensor-level GEMM entry (backends/cpu/_matmul.pyx): every layout it accepts gives numpy's product, the
+"""The tensor-level GEMM entry (kernels/cpu/_matmul.pyx): every layout it accepts gives numpy's product, the
 layouts it refuses fall back (and still give numpy's product), and through plast.matmul/addmm the results and
 gradients match torch for transposed, sliced, broadcast and batched operands."""
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import plast
-from plast.backends.cpu import _matmul
+from plast.kernels.cpu import _matmul
 
 RNG = np.random.default_rng(0)
 

@@ -8,8 +8,9 @@ import torch
 from helpers import helper_test_op
 
 import plast
-from plast.engine import autograd, realize
+from plast.autograd import api as autograd
 from plast.errors import DeviceMismatchError, ShapeError
+from plast.graph import realize
 
 
 def test_signed_zero_constants_are_distinct():
@@ -150,7 +151,7 @@ def test_backward_computes_the_held_loss_in_the_same_realize():
 def test_plan_cache_hits_rebuild_fused_groups():
     """The second identical step is a plan-cache hit, and its fused groups (rebuilt from positions) compute the
     same values as the first step's."""
-    from plast.engine import fusion
+    from plast.graph import fusion
 
     if not fusion.enabled() or not realize._cache_enabled():
         pytest.skip("needs fusion and the plan cache (PLAST_FUSION / PLAST_PLAN_CACHE are off)")
@@ -189,7 +190,7 @@ def test_optimizer_argument_checks():
 
 
 def test_binary_device_mismatch_message(monkeypatch):
-    from plast.testing import fake_cuda
+    import fake_cuda
 
     with fake_cuda.installed(monkeypatch):
         a = plast.ones(2)

@@ -1,4 +1,4 @@
-"""The C optimizer updates (backends/cpu/csrc/optim.c) against torch.optim's single-tensor CPU path.
+"""The C optimizer updates (kernels/cpu/csrc/optim.c) against torch.optim's single-tensor CPU path.
 
 torch's CPU sqrt is not correctly rounded in the installed build (measured: one ulp off for about 1 in 6 float32
 inputs; the vendor vector-math library it calls trades that for speed), while plast's IEEE sqrt is. With torch's
@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import plast
-from plast.backends.cpu import _optim, _runtime
-from plast.backends.cpu import kernels_optim as KO
-from plast.backends.cpu import kernels_optim_rmsprop as KR
+from plast.kernels.cpu import _optim, _runtime
+from plast.kernels.cpu import kernels_optim as KO
+from plast.kernels.cpu import kernels_optim_rmsprop as KR
 
 SHAPES = [(1,), (7,), (33,), (1000,), (17, 31)]
 DTYPES = [np.float32, np.float64]
@@ -458,7 +458,7 @@ def _jit_setup(seed=0):
 
 
 def _jit_step(params, state, lr_box):
-    from plast.engine import jit as J
+    from plast import compiler as J
 
     w, b = params
 

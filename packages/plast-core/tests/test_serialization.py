@@ -112,8 +112,8 @@ def _file_with_device(path, device):
 
 @pytest.fixture
 def cuda_missing(monkeypatch):
-    import plast.backends.cuda as cuda_backend
-    from plast import _arenas
+    import plast._core.cuda_driver as cuda_backend
+    from plast.memory import arenas as _arenas
 
     saved = _arenas._arenas.pop("cuda", None)
     monkeypatch.setattr(cuda_backend, "_probe", (False, "no CUDA device found", {}))

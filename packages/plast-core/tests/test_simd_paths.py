@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import plast
-from plast.backends.cpu import _kernels, _runtime
+from plast.kernels.cpu import _kernels, _runtime
 
 LENGTHS = [0, 1, 15, 17, 1023, 1_000_003]
 OPS = {
@@ -111,7 +111,7 @@ def test_plast_simd_env_forces_path(tmp_path):
 
     for path in _runtime.simd_available():
         out = subprocess.run(
-            [sys.executable, "-c", "from plast.backends.cpu import _runtime; print(_runtime.get_simd())"],
+            [sys.executable, "-c", "from plast.kernels.cpu import _runtime; print(_runtime.get_simd())"],
             env={**__import__("os").environ, "PLAST_SIMD": path},
             capture_output=True,
             text=True,

@@ -97,7 +97,7 @@ def test_random_is_seeded_and_shaped():
 
 def test_philox_known_answer():
     # Philox4x32-10 test vector (Random123 kat_vectors): counter 0, key 0.
-    from plast.backends.cpu import _kernels
+    from plast.kernels.cpu import _kernels
 
     assert _kernels.philox_block(0, 0) == (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)
 

@@ -1,4 +1,4 @@
-"""Eager training loops of real models with and without backward replays (plast.engine.backward_replay): the
+"""Eager training loops of real models with and without backward replays (plast.autograd.backward_replay): the
 replayed backward must leave exactly what the ordinary one leaves, step after step, bit for bit — through
 dropout's fresh masks, embeddings, attention, layer norm, cross-entropy, gradient accumulation and eval
 passes in between."""
@@ -8,7 +8,8 @@ import pytest
 
 import plast
 import plast.nn as nn
-from plast.engine import backward_replay, realize
+from plast.autograd import backward_replay
+from plast.graph import realize
 
 pytestmark = pytest.mark.skipif(
     not realize._cache_enabled(), reason="replays are off with the plan cache (PLAST_PLAN_CACHE=0)"

@@ -13,17 +13,17 @@ Two kinds of test:
 
 import copy
 
+import fake_cuda as fake_cuda_mod
 import numpy as np
 import pytest
 
 import plast
-import plast.backends.cuda as cuda_backend
+import plast._core.cuda_driver as cuda_backend
 import plast.nn as nn
 import plast.nn.functional as F
 import plast.optim as optim
-from plast import _arenas
-from plast.backends.cuda import CudaUnavailableError
-from plast.testing import fake_cuda as fake_cuda_mod
+from plast._core.cuda_driver import CudaUnavailableError
+from plast.memory import arenas as _arenas
 
 needs_gpu = pytest.mark.skipif(
     not cuda_backend.is_available(), reason=f"CUDA backend not available: {cuda_backend.unavailable_reason()}"
@@ -35,7 +35,7 @@ def rng():
     return np.random.default_rng(1234)
 
 
-# ---- a fake driver (plast.testing.fake_cuda) ------------------------------------------------------------------
+# ---- a fake driver (fake_cuda) ------------------------------------------------------------------
 
 
 @pytest.fixture

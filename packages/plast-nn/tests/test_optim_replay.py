@@ -1,4 +1,4 @@
-"""Eager optimizer replays (optim/optimizer.py, core's engine/_mutation.UpdateReplay): after the first eager step,
+"""Eager optimizer replays (optim/optimizer.py, core's graph/_mutation.UpdateReplay): after the first eager step,
 an optimizer hands each step's gradients to the fused calls it recorded, as long as nothing they were built from
 changed. Every test here checks the replayed trajectory against torch.optim or against plast with replays off
 (PLAST_PLAN_CACHE=0), bit for bit, and that the replay really ran or was really dropped."""
@@ -13,7 +13,7 @@ from optim_helpers import twin_params
 import plast
 import plast.nn as nn
 import plast.optim as optim
-from plast.backends.cpu import _optim as cpu_optim
+from plast.kernels.cpu import _optim as cpu_optim
 
 CASES = [
     ("SGD", dict(lr=0.1)),

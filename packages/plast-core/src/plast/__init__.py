@@ -18,10 +18,24 @@ from . import _siblings
 
 _siblings.install()
 
-from . import autograd, cuda, errors, linalg
-from ._arenas import arena_scope, arena_stats, init_arenas, reset_transient_arenas
+from . import autograd, compiler, cuda, errors, linalg
 from ._config import show_config
-from .backends.cpu._runtime import get_num_threads, set_num_threads
+from ._core.devices import Device, device
+from ._core.dtypes import as_dtype, dtype, float32, float64, int32, int64
+from ._core.dtypes import bool_ as bool  # noqa: A001
+from ._core.errors import (
+    ArenaExhaustedError,
+    CheckpointError,
+    DeviceMismatchError,
+    DTypeError,
+    JitError,
+    PlastError,
+    ShapeError,
+    StaleTensorError,
+)
+from ._jit.trace import jit
+from ._tensor import Size, Tensor
+from .autograd.api import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .creation import (
     arange,
     as_tensor,
@@ -43,22 +57,9 @@ from .creation import (
     zeros,
     zeros_like,
 )
-from .devices import Device, device
-from .dtypes import bool_ as bool  # noqa: A001
-from .dtypes import dtype, float32, float64, int32, int64
-from .engine.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .engine.jit import jit
-from .engine.realize import realize as _realize
-from .errors import (
-    ArenaExhaustedError,
-    CheckpointError,
-    DeviceMismatchError,
-    DTypeError,
-    JitError,
-    PlastError,
-    ShapeError,
-    StaleTensorError,
-)
+from .graph.realize import realize as _realize
+from .kernels.cpu._runtime import get_num_threads, set_num_threads
+from .memory.arenas import arena_scope, arena_stats, init_arenas, reset_transient_arenas
 
 # Every op family's public functions (plast.add, plast.matmul, plast.softmax, ...): see plast/ops/__init__.py.
 from .ops import public_api as _public_api
@@ -71,7 +72,6 @@ from .random import (
     set_rng_state,
 )
 from .serialization import load, save
-from .tensor import Size, Tensor
 
 globals().update(_public_api())
 

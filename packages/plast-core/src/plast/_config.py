@@ -3,7 +3,7 @@
 import sys
 from importlib import metadata
 
-from .backends.cpu import _runtime
+from .kernels.cpu import _runtime
 
 DISTRIBUTIONS = ("plast-core", "plast-nn", "plast-data", "plast-experiment")
 
@@ -19,7 +19,7 @@ def _build_info():
 
 def cuda_status():
     """(usable, reason): asks the CUDA backend, which imports pycuda only now."""
-    from .backends import cuda
+    from ._core import cuda_driver as cuda
 
     if cuda.is_available():
         return True, ""

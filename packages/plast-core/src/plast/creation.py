@@ -4,13 +4,15 @@ import numbers
 
 import numpy as np
 
-from . import _arenas, dtypes, random
-from .devices import as_device
-from .engine import jit
-from .errors import DTypeError
+from . import random
+from ._core import dtypes
+from ._core.devices import as_device
+from ._core.errors import DTypeError
+from ._core.shapes import numel
+from ._tensor import Tensor
+from .graph import tape
+from .memory import arenas as _arenas
 from .memory.arena import borrow
-from .ops.shapes import numel
-from .tensor import Tensor
 
 
 def _shape_arg(size, fn):
@@ -162,7 +164,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
         # zeros: a memset; other values: one fill kernel on the device
         t = _new_leaf(shape, dt, device, requires_grad, zero=fill_value == 0)
         if t.numel() and fill_value != 0:
-            from .backends.cuda import kernels as cuda_kernels
+            from .kernels.cuda import kernels as cuda_kernels
 
             cuda_kernels.fill_value(cuda_kernels.addr(t), t._shape, t._strides, dt.code, fill_value)
         return t
@@ -265,7 +267,7 @@ def _random_leaf(kind, size, fn, p1, p2, generator, dtype, device, requires_grad
 def _fill_random_cuda(t, kind, p1, p2, generator):
     """random.fill_tensor's twin on the GPU: the Philox kernel draws the CPU's numbers for the same
     (seed, offset), and the generator's offset moves the same way."""
-    from .backends.cuda import kernels, kernels_nn
+    from .kernels.cuda import kernels, kernels_nn
 
     g = random._gen(generator)
 
@@ -276,7 +278,7 @@ def _fill_random_cuda(t, kind, p1, p2, generator):
             kernels_nn.philox_fill(kind, out.dtype.code, seed, off, kernels.addr(out), n, p1, p2)
 
     draw(t)
-    jit.note_random(draw, t, f"random_{kind}")
+    tape.note_random(draw, t, f"random_{kind}")
     return t
 
 
@@ -315,7 +317,7 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
         _write(out, vals.reshape(out.shape).astype(dt.np))
 
     draw(t)
-    jit.note_random(draw, t, "randint")
+    tape.note_random(draw, t, "randint")
     return t
 
 

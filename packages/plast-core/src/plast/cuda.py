@@ -1,6 +1,6 @@
 """plast.cuda: is a GPU usable, and why not (torch.cuda's names).
 
-The CUDA backend's kernels, loader and device arenas live in plast.backends.cuda and are imported when the first
+The CUDA backend's kernels, loader and device arenas live in plast._core.cuda_driver and are imported when the first
 CUDA tensor is asked for (``device="cuda"``, ``.cuda()``, ``.to("cuda")``, ``init_arenas(device="cuda")``);
 where no GPU is usable those raise ``CudaUnavailableError`` with unavailable_reason()'s text.
 
@@ -9,8 +9,8 @@ where no GPU is usable those raise ``CudaUnavailableError`` with unavailable_rea
 True
 """
 
-from .backends import cuda as _backend
-from .backends.cuda import CudaUnavailableError
+from ._core import cuda_driver as _backend
+from ._core.cuda_driver import CudaUnavailableError
 
 
 def is_available():
@@ -30,7 +30,7 @@ def device_count():
 def synchronize():
     """Wait for every kernel queued on the GPU (for timing; reading a value waits by itself)."""
     _backend.require("plast.cuda.synchronize()")
-    from .backends.cuda import loader
+    from .kernels.cuda import loader
 
     loader.driver().Context.synchronize()
 

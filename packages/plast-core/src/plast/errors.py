@@ -1,42 +1,18 @@
-"""plast's exception hierarchy (DESIGN §5).
+"""plast's exception hierarchy (DESIGN §5), under its public name: ``from plast.errors import ShapeError``.
 
-Each error also derives from the builtin that Python code already catches for that kind of problem, so
-``except ValueError`` keeps working for shape errors. Messages say what was expected, what was given, and what
-to do.
+The classes are defined in plast._core.errors, the lowest layer, so that every layer can raise them.
 """
 
-
-class PlastError(Exception):
-    """Base class of every error plast raises on purpose."""
-
-
-class ShapeError(PlastError, ValueError):
-    """Shapes that do not fit the op (broadcasting, matmul, views)."""
-
-
-class DeviceMismatchError(PlastError, RuntimeError):
-    """Inputs of one op live on different devices; copies are explicit (``.to()``, ``.cuda()``, ``.cpu()``)."""
-
-
-class DTypeError(PlastError, TypeError):
-    """A dtype the op does not accept."""
-
-
-class ArenaExhaustedError(PlastError, MemoryError):
-    """An arena created with ``grow=False`` has no room for a request."""
-
-
-class StaleTensorError(PlastError, RuntimeError):
-    """A tensor whose transient storage was freed by ``reset_transient_arenas()`` was read."""
-
-
-class CheckpointError(PlastError, RuntimeError):
-    """A checkpoint is missing, partial or corrupt."""
-
-
-class JitError(PlastError, RuntimeError):
-    """Something a ``@plast.jit`` function cannot do while tracing."""
-
+from ._core.errors import (
+    ArenaExhaustedError,
+    CheckpointError,
+    DeviceMismatchError,
+    DTypeError,
+    JitError,
+    PlastError,
+    ShapeError,
+    StaleTensorError,
+)
 
 __all__ = [
     "PlastError",

@@ -7,7 +7,7 @@ numbers for the same seed, and a saved state restores a run exactly.
 
 import numpy as np
 
-from .backends.cpu import _kernels
+from .kernels.cpu import _kernels
 
 
 class Generator:
@@ -117,7 +117,7 @@ def fill(kind, storage_address, dtype_code, n, p1, p2, generator=None):
 def fill_tensor(t, kind, p1, p2, generator=None):
     """Fill a contiguous tensor with draws from `generator`; inside @plast.jit the draw is part of the plan, so a
     replay draws fresh numbers from the generator's offset at that time."""
-    from .engine import jit
+    from .graph import tape
 
     g = _gen(generator)
 
@@ -134,5 +134,5 @@ def fill_tensor(t, kind, p1, p2, generator=None):
             )
 
     draw(t)
-    jit.note_random(draw, t, f"random_{kind}")
+    tape.note_random(draw, t, f"random_{kind}")
     return t

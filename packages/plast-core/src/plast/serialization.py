@@ -22,7 +22,7 @@ import tempfile
 
 import numpy as np
 
-from .errors import CheckpointError
+from ._core.errors import CheckpointError
 
 FORMAT = "plast.save/1"
 _TREE_KEY = "plast"
@@ -43,7 +43,7 @@ def _ref(key, t):
 
 
 def _encode(obj, tensors, path):
-    from .tensor import Tensor
+    from ._tensor import Tensor
 
     if isinstance(obj, Tensor):
         key = path or "tensor"
@@ -103,7 +103,7 @@ def _decode(node, tensors, place):
 
 
 def _saved_device(location):
-    from .devices import as_device
+    from ._core.devices import as_device
 
     try:
         return as_device(location)
@@ -116,13 +116,13 @@ def _placer(map_location):
     saved device; a device (or its name) takes everything there; a dict maps saved locations ("cuda", "cuda:0",
     "cpu") to devices and keeps the others; a callable f(cpu_tensor, location) returns the tensor to use, or
     None for the saved device."""
+    from ._core.devices import Device, as_device, device
+    from ._tensor import Tensor
     from .creation import tensor
-    from .devices import Device, as_device, device
-    from .tensor import Tensor
 
     def restore(arr, dev, saved):
         if dev.type == "cuda":
-            from .backends.cuda import CudaUnavailableError
+            from ._core.cuda_driver import CudaUnavailableError
 
             try:
                 return tensor(arr, device=dev)
@@ -208,7 +208,7 @@ def save(obj, path, metadata=None):
     """
     from safetensors.numpy import save_file
 
-    from .tensor import Tensor
+    from ._tensor import Tensor
 
     tensors = {}
     flat = (

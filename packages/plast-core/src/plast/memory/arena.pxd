@@ -30,7 +30,7 @@ cdef class Storage:
     cdef public Py_ssize_t version         # bumped by every in-place write; autograd checks saved inputs against it
     cdef Py_ssize_t _exports
     # scratch of a backward replay's scan: the scan that last met this memory, the index of the first graph
-    # input in it and that input's offset (engine/_backward_replay.scan)
+    # input in it and that input's offset (autograd/_backward_replay.scan)
     cdef unsigned long long _mark
     cdef Py_ssize_t _first, _first_off
     cdef object __weakref__                # a backward replay's recorder tells a live block from a reused id

@@ -15,7 +15,7 @@ from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free
 from libc.string cimport memset
 
-from plast.errors import ArenaExhaustedError, StaleTensorError
+from plast._core.errors import ArenaExhaustedError, StaleTensorError
 
 cdef extern from "stdlib.h" nogil:
     int posix_memalign(void **memptr, size_t alignment, size_t size)

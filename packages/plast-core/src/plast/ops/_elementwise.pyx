@@ -2,18 +2,18 @@
 # NOTE: Python indexing semantics here (negative indices, bounds checks): this is op-layer code, not a kernel.
 """add, sub, mul, div and neg, compiled: every training step calls them dozens of times (the forward pass, the
 backward rules, the loss), so their argument checks, type promotion and broadcasting read the tensors' C fields
-(engine/_graph.pxd) and end in a C call to ``record``. ops/elementwise.py registers the op rows, binds them here
+(graph/_graph.pxd) and end in a C call to ``record``. ops/elementwise.py registers the op rows, binds them here
 with ``bind`` and re-exports these functions; uncommon operands (a Python scalar meeting a tensor of another
-category, tensors of two dtypes) take the general rules of plast.dtypes.
+category, tensors of two dtypes) take the general rules of plast._core.dtypes.
 """
 
 from libc.math cimport copysign
 
-from plast.engine._graph cimport TensorBase, record
+from plast.graph._graph cimport TensorBase, record
 
-from .. import dtypes as _dtypes
-from ..errors import DeviceMismatchError
-from ._shapes import broadcast_shapes
+from .._core import dtypes as _dtypes
+from .._core.errors import DeviceMismatchError
+from .._core._shapes import broadcast_shapes
 
 cdef object ADD = None, SUB = None, MUL = None, DIV = None
 cdef object _scalar_tensor = None
@@ -35,7 +35,7 @@ cdef object _constant(object value, object dt, object device):
     in C: the device's type and index, not the device object)."""
     global _scalar_tensor, _constants
     if _constants is None:  # tensor.py imports the op modules: bound on first use
-        from ..tensor import _SCALAR_CACHE, scalar_tensor
+        from .._tensor import _SCALAR_CACHE, scalar_tensor
 
         _scalar_tensor, _constants = scalar_tensor, _SCALAR_CACHE
     key = (type(value), value, copysign(1.0, value) if type(value) is float else 0.0, dt.code, device.type,

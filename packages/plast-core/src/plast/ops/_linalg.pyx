@@ -5,14 +5,14 @@ backward, each step. Their checks, promotion and shape rules read the tensors' C
 ``record``. ops/linalg.py and ops/nn.py register the op rows, bind them here and re-export these functions.
 """
 
-from plast.engine._graph cimport TensorBase, record
+from plast.graph._graph cimport TensorBase, record
 
-from .. import dtypes as _dtypes
-from ..errors import DeviceMismatchError, ShapeError
+from .._core import dtypes as _dtypes
+from .._core.errors import DeviceMismatchError, ShapeError
 from ._movement import cast as _cast
 from ._movement import reshape as _reshape
 from ._movement import transpose as _transpose
-from ._shapes import broadcast_shapes
+from .._core._shapes import broadcast_shapes
 
 cdef object MATMUL = None, ADDMM = None, _add = None
 

@@ -6,11 +6,11 @@ and end in a C call to ``record``. ops/movement.py registers the op rows, binds 
 functions with the backward rules and the rest of the module.
 """
 
-from plast.engine._graph cimport TensorBase, record
+from plast.graph._graph cimport TensorBase, record
 
-from .. import dtypes as _dtypes
-from ..errors import ShapeError
-from ._shapes import contiguous_strides, norm_dim
+from .._core import dtypes as _dtypes
+from .._core.errors import ShapeError
+from .._core._shapes import contiguous_strides, norm_dim
 
 cdef object CAST = None, COPY = None, VIEW = None, EXPAND = None, PERMUTE = None
 cdef object _dtype_type = _dtypes.dtype

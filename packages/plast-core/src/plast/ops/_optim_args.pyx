@@ -3,9 +3,9 @@
 """Argument checks of the fused optimizer updates (ops/optim.py, ops/optim_rmsprop.py), compiled: an update
 checks every parameter, gradient and state tensor on every step, so the loops read the tensors' C fields."""
 
-from plast.engine._graph cimport TensorBase
+from plast.graph._graph cimport TensorBase
 
-from ..errors import DeviceMismatchError, DTypeError, ShapeError
+from .._core.errors import DeviceMismatchError, DTypeError, ShapeError
 
 
 def tensor_list(xs, n, str op, str name, *, same_shape_as=None):

@@ -5,14 +5,14 @@ gradient back to its input's shape with sum_to_shape. ops/reduce.py registers th
 re-exports these functions.
 """
 
-from plast.engine._graph cimport TensorBase, record
+from plast.graph._graph cimport TensorBase, record
 
-from .. import dtypes as _dtypes
-from ..errors import DTypeError
+from .._core import dtypes as _dtypes
+from .._core.errors import DTypeError
 from ._elementwise import div as _div
 from ._movement import cast as _cast
 from ._movement import reshape as _reshape
-from ._shapes import norm_dim
+from .._core._shapes import norm_dim
 
 cdef object SUM = None
 cdef object _int64 = _dtypes.int64

@@ -9,9 +9,9 @@ gradients in plast ops instead (recomputing the scores), so double backward work
 
 import weakref
 
-from ..backends.cpu import kernels_attention as K
-from ..engine import autograd_state
-from ..engine.graph import record
+from .._core import grad_mode as autograd_state
+from ..graph._graph import record
+from ..kernels.cpu import kernels_attention as K
 from . import movement
 from .elementwise import add, mul
 from .linalg import matmul

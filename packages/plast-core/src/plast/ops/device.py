@@ -11,21 +11,21 @@ devices: the scheduler, the memory planner and fusion only ever see graphs of on
 
 import numpy as np
 
-from .. import _arenas
-from ..devices import as_device
-from ..engine import autograd_state
-from ..engine.graph import record
+from .._core import grad_mode as autograd_state
+from .._core.devices import as_device
+from ..graph._graph import record
+from ..memory import arenas as _arenas
 from .registry import register
 
 
 def _copy_to_cpu(node, inputs, outputs):
-    from ..backends.cuda import transfer
+    from ..kernels.cuda import transfer
 
     transfer.copy_to_cpu(node, inputs, outputs)
 
 
 def _copy_to_cuda(node, inputs, outputs):
-    from ..backends.cuda import transfer
+    from ..kernels.cuda import transfer
 
     transfer.copy_to_cuda(node, inputs, outputs)
 
@@ -34,7 +34,7 @@ def _to_device_bw(node, g):
     return (to_device(g, node.args[0]),)
 
 
-# The "cuda" column is filled by register_cuda_kernels() (backends/cuda/kernels.py's table) with the same copy.
+# The "cuda" column is filled by register_cuda_kernels() (kernels/cuda/kernels.py's table) with the same copy.
 TO_DEVICE = register("to_device", cpu=_copy_to_cpu, backward=_to_device_bw, saves_inputs=False)
 
 
@@ -54,8 +54,8 @@ def _check_device(dev):
 
 def to_device(x, device):
     """x on `device` (x itself when it is there already)."""
-    from ..engine.jit import tracing
-    from ..tensor import Tensor
+    from .._tensor import Tensor
+    from ..graph.tape import tracing
 
     if not isinstance(x, Tensor):
         raise TypeError(f"to_device: expected a tensor, got {type(x).__name__}")
@@ -96,10 +96,10 @@ def host_array(t):
     copy of GPU memory."""
     t._storage.check()
     if t.device.type == "cuda":
-        from ..backends.cuda import transfer
+        from ..kernels.cuda import transfer
 
         return transfer.to_host_array(t)
-    from ..backends.cpu.kernels import np_view
+    from ..kernels.cpu.kernels import np_view
 
     return np_view(t)
 
@@ -108,11 +108,11 @@ def write_host(t, values):
     """Write host `values` (broadcast to t's shape, cast to its dtype) into a realized tensor's memory."""
     t._storage.check()
     if t.device.type == "cuda":
-        from ..backends.cuda import transfer
+        from ..kernels.cuda import transfer
 
         transfer.write_from_host(t, values)
         return
-    from ..backends.cpu.kernels import np_view
+    from ..kernels.cpu.kernels import np_view
 
     if t.numel():
         np_view(t)[...] = np.asarray(values)
@@ -121,15 +121,15 @@ def write_host(t, values):
 def copy_values(dst, src):
     """dst[...] = src for two realized tensors of one shape on one device."""
     if dst.device != src.device:
-        from ..errors import DeviceMismatchError
+        from .._core.errors import DeviceMismatchError
 
         raise DeviceMismatchError(f"copy_values: tensors are on {dst.device} and {src.device}")
     if dst.device.type == "cuda":
-        from ..backends.cuda import transfer
+        from ..kernels.cuda import transfer
 
         transfer.copy_values(dst, src)
         return
-    from ..backends.cpu.kernels import np_view
+    from ..kernels.cpu.kernels import np_view
 
     if dst.numel():
         np_view(dst)[...] = np_view(src)

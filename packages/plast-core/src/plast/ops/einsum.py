@@ -5,7 +5,7 @@ operands are contracted left to right, each pair as one batched matmul: (batch, 
 (batch, contracted, kept-right). Labels of size 1 broadcast against the other operands, as in torch.
 """
 
-from ..errors import ShapeError
+from .._core.errors import ShapeError
 from . import movement
 from .shape import diagonal
 
@@ -91,7 +91,7 @@ def einsum(equation, *operands):
     >>> plast.einsum("ij,jk->ik", a, b).shape
     plast.Size([2, 4])
     """
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])

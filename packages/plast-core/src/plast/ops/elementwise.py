@@ -1,6 +1,6 @@
 """Elementwise ops: rows of the op table and their op-layer functions."""
 
-from ..backends.cpu import kernels as cpu
+from ..kernels.cpu import kernels as cpu
 from . import _elementwise
 from .registry import register
 

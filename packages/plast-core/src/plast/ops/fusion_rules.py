@@ -9,8 +9,8 @@ Softmax backward and layer_norm backward are single kernels by construction (the
 `softmax_backward` / `layer_norm_backward` node), so they need no rule.
 """
 
-from ..backends.cpu import kernels_fused as F
-from ..engine.fusion import Pat, Rule, register_rules
+from ..graph.fusion import Pat, Rule, register_rules
+from ..kernels.cpu import kernels_fused as F
 
 
 def _mm2d(node):
@@ -50,7 +50,7 @@ matmul_bias = Rule(
 
 
 def _build_xent(caps, root):
-    from ..ops import nn as N
+    from . import nn as N
 
     ignore_index, reduction = root.args
     ins = [caps["x"], caps["t"]] + list(root.inputs[2:])

@@ -19,15 +19,16 @@ import numbers
 
 import numpy as np
 
-from .. import dtypes
-from ..backends.cpu import kernels_indexing as kix
-from ..engine.graph import record
-from ..engine.inplace import apply_inplace
-from ..errors import DeviceMismatchError, DTypeError, ShapeError
+from .._core import dtypes
+from .._core.errors import DeviceMismatchError, DTypeError, ShapeError
+from .._core.grad_mode import is_grad_enabled
+from .._core.shapes import norm_dim
+from ..graph._graph import record
+from ..graph.inplace import apply_inplace
+from ..kernels.cpu import kernels_indexing as kix
 from . import movement
 from .registry import register
 from .shape import _identity_map, flatten, strided_view
-from .shapes import norm_dim
 
 _INT_DTYPES = (dtypes.int64, dtypes.int32)
 
@@ -74,7 +75,7 @@ INDEX_PUT.window_kernels["cpu"] = kix.index_put_window
 
 
 def _zeros(shape, dtype, device):
-    from ..tensor import scalar_tensor
+    from .._tensor import scalar_tensor
 
     z = scalar_tensor(0.0 if dtype.is_floating_point else 0, dtype, device)
     return movement.expand(z, shape) if shape else z
@@ -126,7 +127,7 @@ def _check_values(t, size, dim, wrap):
     """Check an index tensor's values now when it already holds them (else the kernel checks them)."""
     if t._storage is None or t.numel() == 0 or t.device.type != "cpu":
         return  # on the GPU the kernel checks (reading indices back here would cost a sync per op)
-    from ..backends.cpu.kernels import np_view
+    from ..kernels.cpu.kernels import np_view
 
     t._storage.check()
     a = np_view(t)
@@ -144,7 +145,7 @@ def _values_of(t):
 
 
 def _tracing():
-    from ..engine.jit import tracing
+    from ..graph.tape import tracing
 
     return tracing()
 
@@ -152,7 +153,7 @@ def _tracing():
 def _inplace(x, fn, opname):
     """apply_inplace, with x realized first when that lets the write go to x's memory.
 
-    NOTE: works around engine/inplace.py: an unrealized tensor is rebound to a new node, and nodes recorded
+    NOTE: works around graph/inplace.py: an unrealized tensor is rebound to a new node, and nodes recorded
     earlier that read it (views of it, other ops) would then see the new value, e.g. ``x[1:, 0] += 1`` on a lazy
     x. Realizing x first takes the direct-write path, which views share."""
     if x._storage is None and x.grad_fn is None and not _tracing():
@@ -162,7 +163,7 @@ def _inplace(x, fn, opname):
 
 def _legacy_tuple(index):
     """torch still reads a short list holding sequences, slices, None or ... as a tuple of indices."""
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     if isinstance(index, tuple):
         return index
@@ -175,8 +176,8 @@ def _legacy_tuple(index):
 
 def _classify(it, device):
     """(kind, value): kind in none, ellipsis, bool, int, slice, adv (int tensor), mask (bool tensor)."""
+    from .._tensor import Tensor
     from ..creation import tensor
-    from ..tensor import Tensor
 
     if it is None:
         return "none", None
@@ -313,8 +314,8 @@ def getitem(x, index):
 
 
 def _value_tensor(value, x, op):
+    from .._tensor import Tensor, scalar_tensor
     from ..creation import tensor
-    from ..tensor import Tensor, scalar_tensor
 
     if isinstance(value, Tensor):
         if value.device != x.device:
@@ -411,7 +412,7 @@ def masked_select(x, mask):
     >>> plast.masked_select(plast.tensor([1, 2, 3]), plast.tensor([True, False, True])).tolist()
     [1, 3]
     """
-    from .shapes import broadcast_shapes
+    from .._core.shapes import broadcast_shapes
 
     if mask.dtype is not dtypes.bool_:
         raise DTypeError(f"masked_select: mask must be a bool tensor, got {mask.dtype}")
@@ -452,7 +453,7 @@ def _along_dim(index, d):
 
 
 def _check_index_tensor(index, op):
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     if not isinstance(index, Tensor):
         raise TypeError(f"{op}: index must be a tensor, got {type(index).__name__}")
@@ -495,7 +496,7 @@ def gather(x, dim, index, *, sparse_grad=False):
 
 
 def _scatter(x, dim, index, src, accumulate, op):
-    from ..tensor import Tensor, scalar_tensor
+    from .._tensor import Tensor, scalar_tensor
 
     _check_index_tensor(index, op)
     if x.ndim == 0:
@@ -527,7 +528,7 @@ def _scatter_any(x, dim, index, src, reduce, op):
     """scatter with torch's legacy reduce argument: None writes, 'add' adds, 'multiply' multiplies (repeated
     indices all take part). Unlike torch (which has no derivative for reduce=), both reductions differentiate:
     'add' like scatter_add, 'multiply' like scatter_reduce(..., 'prod')."""
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     if reduce is None or reduce == "add":
         return _scatter(x, dim, index, src, reduce == "add", op)
@@ -586,7 +587,7 @@ _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 
 def _full(shape, value, dtype, device):
-    from ..tensor import scalar_tensor
+    from .._tensor import scalar_tensor
 
     v = float(value) if dtype.is_floating_point else bool(value) if dtype is dtypes.bool_ else int(value)
     t = scalar_tensor(v, dtype, device)
@@ -680,8 +681,6 @@ DOUBLE_BACKWARD_ERROR = register(
 def _guard_double_backward(g_src, zeros_there):
     """g_src, behind a row that raises if differentiated, when a graph of the backward is being built and some
     position receives several zeros from src (torch's first gradient there is right, its derivative is not)."""
-    from ..engine.autograd import is_grad_enabled
-
     if not (is_grad_enabled() and g_src.requires_grad) or _tracing():
         return g_src
     if zeros_there.numel() == 0 or not np.any(_values_of(zeros_there) > 1.5):
@@ -690,7 +689,7 @@ def _guard_double_backward(g_src, zeros_there):
 
 
 def _scatter_reduce(x, dim, index, src, reduce, include_self, op):
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     _check_index_tensor(index, op)
     if not isinstance(src, Tensor):
@@ -763,7 +762,7 @@ def index_select(x, dim, index):
 
 
 def _index_add(x, dim, index, source, alpha, op):
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     index = _index_1d(index, op)
     d = norm_dim(dim, max(x.ndim, 1), op)
@@ -821,7 +820,7 @@ def take_along_dim(x, indices, dim=None):
             "of dims"
         )
     d = norm_dim(dim, x.ndim, "take_along_dim")
-    from .shapes import broadcast_shapes
+    from .._core.shapes import broadcast_shapes
 
     xs = list(x.shape)
     js = list(indices.shape)

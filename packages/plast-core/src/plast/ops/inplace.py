@@ -1,12 +1,12 @@
 """In-place variants (``add_``, ``mul_``, ``x += y``, ``zero_``, ``fill_``, ``copy_``, ``uniform_``, ``normal_``).
 
-The mechanism is engine/inplace.py: each op here only says how the new value is computed from the old one.
+The mechanism is graph/inplace.py: each op here only says how the new value is computed from the old one.
 """
 
 import numbers
 
 from .. import random
-from ..engine.inplace import apply_inplace
+from ..graph.inplace import apply_inplace
 from . import movement
 from .elementwise import add, div, mul, sub
 
@@ -50,7 +50,7 @@ def pow_(t, exponent):
 
 
 def fill_(t, value):
-    from ..tensor import Tensor, scalar_tensor
+    from .._tensor import Tensor, scalar_tensor
 
     if isinstance(value, Tensor):
         if value.numel() != 1:
@@ -71,7 +71,7 @@ def zero_(t):
 
 def copy_(t, src):
     """Copy src's values into t (broadcasting src to t's shape, casting to t's dtype), from any device."""
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_ expects a tensor, got {type(src).__name__}")
@@ -84,11 +84,11 @@ def _copy_across(t, src):
     """copy_ from another device. Outside a graph the values cross once, straight into t's memory (host values
     are broadcast and cast on the host); otherwise src moves by the ``to_device`` op, so the gradient goes back
     to src's device, and the copy is an ordinary in-place op on t's device."""
-    from ..engine import autograd_state
-    from ..engine.inplace import write_inplace
-    from ..errors import ShapeError
+    from .._core import grad_mode as autograd_state
+    from .._core.errors import ShapeError
+    from .._core.shapes import broadcast_shapes
+    from ..graph.inplace import write_inplace
     from .device import to_device
-    from .shapes import broadcast_shapes
 
     if broadcast_shapes(tuple(src.shape), tuple(t.shape), op="copy_") != tuple(t.shape):
         raise ShapeError(
@@ -116,11 +116,11 @@ def _write_across(dst, src):
         return
     if not dst.numel():
         return
-    from ..backends.cpu.kernels import np_view
+    from ..kernels.cpu.kernels import np_view
 
     view = np_view(dst)
     if src.dtype is dst.dtype and tuple(src.shape) == tuple(dst.shape) and view.flags.c_contiguous:
-        from ..backends.cuda import transfer
+        from ..kernels.cuda import transfer
 
         transfer.to_host_array(src, out=view)  # device to host, straight into dst's memory
     else:
@@ -132,7 +132,7 @@ def _random_(t, kind, p1, p2, generator, opname):
     same seed). A contiguous t outside any graph is filled in its own memory; otherwise a fresh tensor is drawn
     and copied in."""
     from ..creation import _fill_random_cuda, empty
-    from ..engine.inplace import write_inplace
+    from ..graph.inplace import write_inplace
 
     if not t.dtype.is_floating_point:
         raise TypeError(f"{opname} needs a floating point tensor, got {t.dtype}")

@@ -1,6 +1,6 @@
 """matmul: 1-D, 2-D and batched with broadcasting, like torch.matmul (but integer x float promotes)."""
 
-from ..backends.cpu import kernels as cpu
+from ..kernels.cpu import kernels as cpu
 from . import _linalg, movement
 from .registry import register
 

@@ -1,8 +1,8 @@
 """Casts, copies and views."""
 
-from ..backends.cpu import kernels as cpu
-from ..engine.graph import record
-from ..errors import ShapeError
+from .._core.errors import ShapeError
+from ..graph._graph import record
+from ..kernels.cpu import kernels as cpu
 from . import _movement
 from .registry import register
 
@@ -19,11 +19,11 @@ COPY = register("copy", cpu=cpu.copy, backward=lambda node, g: (g,), fusible=Tru
 def clone(x):
     """A copy of x. Outside a graph (``t.detach().clone()``) the copy is made now, in persistent memory, so it
     survives reset_transient_arenas() (DESIGN §3); inside a graph it is an op like any other."""
-    from ..engine import autograd_state
+    from .._core import grad_mode as autograd_state
 
     if x.requires_grad and autograd_state.grad_enabled:
         return record(COPY, (x,), (), [(x.shape, x.dtype)], x.device)[0]
-    from ..engine.autograd import _persistent_copy
+    from ..autograd.api import _persistent_copy
 
     x._realized()
     return _persistent_copy(x)

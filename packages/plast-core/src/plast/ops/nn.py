@@ -8,16 +8,17 @@ rest (linear, mse/l1/smooth_l1, rms_norm, dropout, scaled_dot_product_attention)
 
 import math
 
-from .. import dtypes
-from ..backends.cpu import kernels_nn as K
-from ..engine.graph import record
-from ..errors import DTypeError, ShapeError
+from .._core import dtypes
+from .._core.errors import DTypeError, ShapeError
+from .._core.grad_mode import is_grad_enabled, no_grad
+from .._core.shapes import broadcast_shapes, norm_dim
+from ..graph._graph import record
+from ..kernels.cpu import kernels_nn as K
 from . import _linalg, movement
 from . import reduce as R
 from .elementwise import add, div, mul, neg, sub
 from .linalg import matmul
 from .registry import register
-from .shapes import broadcast_shapes, norm_dim
 from .unary import _out, abs, exp, log, log1p, relu, sigmoid, sqrt  # noqa: A004
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -62,11 +63,11 @@ def _outputs(node):
 
 def _realized_array(t):
     """numpy values of an already-realized tensor (for eager index checks), else None."""
-    from ..engine.jit import tracing
+    from ..graph.tape import tracing
 
     if t._storage is None or tracing() or t.device.type != "cpu":
         return None  # GPU tensors: the kernels check the values
-    from ..backends.cpu.kernels import np_view
+    from ..kernels.cpu.kernels import np_view
 
     t._storage.check()
     return np_view(t)
@@ -594,7 +595,7 @@ def _emb_bw(node, g):
 
 def _emb_freq_bw(node, g):
     """scale_grad_by_freq: each row's gradient divided by how often its id occurs in the batch."""
-    from ..tensor import scalar_tensor
+    from .._tensor import scalar_tensor
     from .pointwise import clamp_min
 
     ids, w = node.inputs
@@ -679,7 +680,6 @@ def _embedding_renorm_(weight, ids, max_norm, norm_type):
     """Rescale, in place and without gradient, the rows of weight that ids pick and whose norm exceeds max_norm,
     to max_norm / (norm + 1e-7) times themselves (torch's embedding_renorm_). Repeated ids write the same row
     value, so no deduplication is needed."""
-    from ..engine.autograd import no_grad
     from .indexing import getitem, index_put_
     from .pointwise import gt, where
 
@@ -728,8 +728,6 @@ def _layer_norm_bw(node, gy, gmean=None, grstd=None):
     The plain backward is one fused kernel. When a graph of the backward is wanted (create_graph=True) it is
     written in plast ops instead, on the saved mean and rstd, so the gradient of the gradient flows back through
     them into this rule again (as gmean / grstd): every order of derivative works."""
-    from ..engine.autograd import is_grad_enabled
-
     x = node.inputs[0]
     k, _, has_w, has_b = node.args
     _, mean, rstd = _outputs(node)

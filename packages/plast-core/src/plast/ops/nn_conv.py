@@ -5,10 +5,10 @@ Every backward row is linear in its gradient input, so its own backward is anoth
 pooling's backward is undone by average pooling): double backward works without special cases.
 """
 
-from .. import dtypes
-from ..backends.cpu import kernels_nn as K
-from ..engine.graph import record
-from ..errors import DTypeError, ShapeError
+from .._core import dtypes
+from .._core.errors import DTypeError, ShapeError
+from ..graph._graph import record
+from ..kernels.cpu import kernels_nn as K
 from . import movement
 from . import reduce as R
 from .nn import _same_device, _tensor_check

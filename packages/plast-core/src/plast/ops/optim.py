@@ -1,7 +1,7 @@
 """Fused optimizer updates: one op call updates every parameter (of every group) and its state in place.
 
 These are the kernels plast.optim calls (DESIGN §1: optimizers live in plast-nn, their update ops in core). They
-run now, under no_grad, through ``engine.inplace.apply_mutation``: pending lazy reads of the old values are
+run now, under no_grad, through ``graph._mutation.apply_mutation``: pending lazy reads of the old values are
 computed first and storage versions go up, so a backward that would read an overwritten parameter is caught.
 
 Learning rate, momentum, betas, eps, weight decay and step counts are *input tensors* read when the kernel runs,
@@ -9,9 +9,9 @@ never op arguments: a plan replayed by ``@plast.jit`` then follows a scheduler's
 itself. Only structure (how many parameters, which options are on) is in the op's arguments.
 """
 
-from ..backends.cpu import kernels_optim as K
-from ..engine.autograd import no_grad
-from ..engine.inplace import apply_mutation
+from .._core.grad_mode import no_grad
+from ..graph._mutation import apply_mutation
+from ..kernels.cpu import kernels_optim as K
 from . import _optim_args
 from .registry import register
 

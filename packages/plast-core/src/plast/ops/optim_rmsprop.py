@@ -5,9 +5,9 @@ tensors read when the kernel runs, so a plan replayed by ``@plast.jit`` follows 
 structure (how many parameters, centered / momentum / maximize) is in the op's arguments.
 """
 
-from ..backends.cpu import kernels_optim_rmsprop as K
-from ..engine.autograd import no_grad
-from ..engine.inplace import apply_mutation
+from .._core.grad_mode import no_grad
+from ..graph._mutation import apply_mutation
+from ..kernels.cpu import kernels_optim_rmsprop as K
 from .optim import _check_devices, _check_distinct, _hypers, _scalar_list, _tensor_list
 from .registry import register
 

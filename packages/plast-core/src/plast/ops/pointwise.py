@@ -1,7 +1,7 @@
 """The rest of the elementwise ops: pow and integer-style division, maximum/minimum, clamp, where, masked_fill,
 comparisons, logical and bitwise ops, rounding, and a few unary functions and activations.
 
-Rules, as in torch: operands broadcast and promote (``plast.dtypes``; Python scalars are weak); comparisons,
+Rules, as in torch: operands broadcast and promote (``plast._core.dtypes``; Python scalars are weak); comparisons,
 logical ops and ``isnan``-style tests return bool and carry no gradient; ``floor_divide`` has no gradient;
 rounding ops have a zero gradient. Composites (``softplus``, ``elu``, ``lerp``, ...) are written in primitives.
 """
@@ -10,21 +10,21 @@ import math
 
 import numpy as np
 
-from .. import dtypes
-from ..backends.cpu import kernels_pointwise as cpu
-from ..engine.graph import record
-from ..errors import DeviceMismatchError, DTypeError, ShapeError
+from .._core import dtypes
+from .._core.errors import DeviceMismatchError, DTypeError, ShapeError
+from .._core.shapes import broadcast_shapes
+from ..graph._graph import record
+from ..kernels.cpu import kernels_pointwise as cpu
 from . import movement
 from .elementwise import add, div, mul, neg, sub
 from .registry import register
-from .shapes import broadcast_shapes
 from .unary import _out, exp, log, log1p
 
 _SCALARS = (bool, int, float)
 
 
 def _is_operand(v):
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     return isinstance(v, (Tensor, *_SCALARS, np.generic))
 
@@ -35,7 +35,7 @@ def _scalar_dtype(v):
 
 def _operands(vals, opname, device=None):
     """Tensors and Python scalars -> tensors of one promoted dtype on one device: (tensors, dtype, device)."""
-    from ..tensor import Tensor, scalar_tensor
+    from .._tensor import Tensor, scalar_tensor
 
     vals = [v.item() if isinstance(v, np.generic) else v for v in vals]
     tensors = [v for v in vals if isinstance(v, Tensor)]
@@ -87,7 +87,7 @@ def _zeros_like(g):
 
 
 def _check_tensor(x, opname):
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     if not isinstance(x, Tensor):
         raise TypeError(f"{opname}: expected a tensor, got {type(x).__name__}")
@@ -137,7 +137,7 @@ def pow(input, exponent):  # noqa: A001
     >>> (2 ** plast.tensor([0, 1, 3])).tolist()
     [1, 2, 8]
     """
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     exponent = exponent.item() if isinstance(exponent, np.generic) else exponent
     (a, b), dt, dev = _operands((input, exponent), "pow")
@@ -317,7 +317,7 @@ WHERE = register("where", cpu=cpu.where, backward=_where_bw, fusible=True)
 
 
 def _check_bool(t, opname, what):
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     if not isinstance(t, Tensor):
         raise TypeError(f"{opname}: {what} must be a bool tensor, got {type(t).__name__}")
@@ -337,7 +337,7 @@ def where(condition, input=None, other=None):  # noqa: A002
     """
     if input is None and other is None:
         # torch.where(condition) is nonzero(condition, as_tuple=True): one int64 index tensor per dim
-        from ..tensor import Tensor
+        from .._tensor import Tensor
         from .indexing import nonzero
 
         if not isinstance(condition, Tensor):
@@ -365,7 +365,7 @@ def masked_fill(input, mask, value):
     >>> x.masked_fill(x > 1.5, 0.0).tolist()
     [1.0, 0.0, 0.0]
     """
-    from ..tensor import Tensor, scalar_tensor
+    from .._tensor import Tensor, scalar_tensor
 
     if not isinstance(input, Tensor):
         raise TypeError(f"masked_fill: expected a tensor, got {type(input).__name__}")
@@ -447,7 +447,7 @@ LOGICAL_NOT = _no_grad_op("logical_not", cpu.unary)
 
 
 def _as_bool(v, opname):
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     if isinstance(v, Tensor):
         return movement.cast(v, dtypes.bool_)
@@ -770,7 +770,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     >>> plast.addcdiv(plast.tensor([1.0]), plast.tensor([3.0]), plast.tensor([2.0]), value=2).tolist()
     [4.0]
     """
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     if all(isinstance(t, Tensor) and not t.dtype.is_floating_point for t in (tensor1, tensor2)):
         raise DTypeError(

@@ -11,14 +11,14 @@ import builtins
 import collections
 import math
 
-from .. import dtypes
-from ..backends.cpu import kernels as cpu
-from ..backends.cpu import kernels_reduce as rk
-from ..engine.graph import record
-from ..errors import DTypeError, ShapeError
+from .._core import dtypes
+from .._core.errors import DTypeError, ShapeError
+from .._core.shapes import norm_dim, numel
+from ..graph._graph import record
+from ..kernels.cpu import kernels as cpu
+from ..kernels.cpu import kernels_reduce as rk
 from . import _reduce, movement
 from .registry import register
-from .shapes import norm_dim, numel
 
 # torch.return_types look-alikes: tuples with .values and .indices
 _MaxResult = collections.namedtuple("max", ["values", "indices"])
@@ -203,7 +203,7 @@ def argmin(x, dim=None, keepdim=False):
 
 
 def _minmax(name, x, dim, keepdim, other):
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     if isinstance(dim, Tensor) or other is not None:
         import plast
@@ -706,7 +706,7 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
     [1, 1]
     """
     from ..creation import rand
-    from ..engine.jit import tracing
+    from ..graph.tape import tracing
 
     if not probs.dtype.is_floating_point:
         raise DTypeError(f"multinomial(): only supports floating-point weights, got {probs.dtype}")

@@ -10,17 +10,17 @@ Tensors whose storage the engine has allocated (contiguous). A *view* row has ``
 returns ``(storage, strides, offset)`` for its single output instead of writing one.
 """
 
-from ..engine._graph import OpDef
+from ..graph._graph import OpDef
 
 OPS = {}
 
 
-# OpDef is a C struct (engine/_graph.pyx): recording, scheduling and backward read its fields for every node.
+# OpDef is a C struct (graph/_graph.pyx): recording, scheduling and backward read its fields for every node.
 # Fields: name; kernels {device type: kernel}; backward (the rule, or None); fusible; view; n_outputs;
 # saves_inputs (False when backward never reads the inputs' values: in-place writes to such inputs after the op
 # was recorded are then harmless, and autograd does not flag them); window_kernels {device type: kernel} for ops
 # whose result is input 0 with a window rewritten (index_put): an in-place op outside any graph (``x[i] = v``,
-# a K/V cache row) then costs the window, not a copy of the whole tensor (engine/inplace.py).
+# a K/V cache row) then costs the window, not a copy of the whole tensor (graph/inplace.py).
 
 
 def register(name, *, cpu=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True):

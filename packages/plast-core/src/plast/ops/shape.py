@@ -10,14 +10,14 @@ written into the same window), whose backward is the view again, so double backw
 
 import numbers
 
-from .. import dtypes
-from ..backends.cpu import kernels as cpu
-from ..backends.cpu import kernels_indexing as kix
-from ..engine.graph import record
-from ..errors import DeviceMismatchError, ShapeError
+from .._core import dtypes
+from .._core.errors import DeviceMismatchError, ShapeError
+from .._core.shapes import contiguous_strides, norm_dim, numel
+from ..graph._graph import record
+from ..kernels.cpu import kernels as cpu
+from ..kernels.cpu import kernels_indexing as kix
 from . import movement
 from .registry import register
-from .shapes import contiguous_strides, norm_dim, numel
 
 
 def _identity_map(ndim):
@@ -279,7 +279,7 @@ CAT = register("cat", cpu=kix.cat, backward=_cat_bw, saves_inputs=False)
 
 
 def _tensor_list(tensors, op):
-    from ..tensor import Tensor
+    from .._tensor import Tensor
 
     if isinstance(tensors, Tensor):
         raise TypeError(f"{op}: expected a sequence of tensors, got a single tensor (wrap it in a list)")

@@ -2,8 +2,8 @@
 
 import math
 
-from ..backends.cpu import kernels as cpu
-from ..engine.graph import record
+from ..graph._graph import record
+from ..kernels.cpu import kernels as cpu
 from . import _elementwise
 from .elementwise import add, div, mul, sub
 from .registry import register

@@ -76,7 +76,7 @@ class _Pickler(pickle.Pickler):
 
 
 def _tensor_type():
-    mod = sys.modules.get("plast.tensor")
+    mod = sys.modules.get("plast")  # plast.Tensor, when plast-core is imported (never imported here)
     return getattr(mod, "Tensor", None)
 
 

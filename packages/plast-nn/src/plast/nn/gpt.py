@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 
 import plast
-from plast.engine.realize import realize as _realize
 from plast.errors import ShapeError
 
 from . import functional as F
@@ -436,7 +435,7 @@ class GPT(Module):
                     step_logits.append(logits)
                 nxt = _sample(logits, temperature, top_k, top_p, greedy, generator).to(plast.int64)
                 # compute each step now: left lazy, 200 steps become one graph that grows quadratically to build
-                _realize([nxt])
+                plast.forward(nxt)
                 pieces.append(nxt)
                 L += 1
         idx = plast.cat(pieces, dim=1) if len(pieces) > 1 else pieces[0]

@@ -11,9 +11,9 @@ import weakref
 from collections import OrderedDict, namedtuple
 
 import plast
-from plast.engine import jit as _jit
+from plast import Tensor
+from plast.compiler import is_compiling, note_state
 from plast.errors import CheckpointError
-from plast.tensor import Tensor
 
 from .parameter import Buffer, Parameter, _persistent_leaf, _rebind
 
@@ -692,8 +692,8 @@ class Module:
         )
 
     def __call__(self, *args, **kwargs):
-        if _jit._tape is not None:
-            _jit.note_state(self, self._jit_key)
+        if is_compiling():
+            note_state(self, self._jit_key)
         if not self._forward_pre_hooks and not self._forward_hooks:
             return self.forward(*args, **kwargs)
         for hid, hook in list(self._forward_pre_hooks.items()):

@@ -1,7 +1,7 @@
 """Parameter: a tensor that a Module registers as one of its parameters (torch.nn.Parameter)."""
 
 import plast
-from plast.tensor import Tensor
+from plast import Tensor
 
 
 def _persistent_leaf(data):

@@ -42,7 +42,7 @@ def causal_mask(n, dtype=None, device=None):
     m = np.tril(np.ones((n, n), dtype=bool))
     if dtype is None or dtype == plast.bool:
         return plast.tensor(m, device=device)
-    dt = plast.dtypes.as_dtype(dtype)
+    dt = plast.as_dtype(dtype)
     if not dt.is_floating_point:
         raise TypeError(f"causal_mask: dtype must be bool or floating point, got {dt}")
     return plast.tensor(np.where(m, 0.0, -np.inf).astype(dt.np), device=device)

@@ -11,7 +11,7 @@ refreshed from ``param_groups`` before every update (so a scheduler's change to
 ``_refresh_hyper()`` (what ``step()`` does first) to carry Python-side changes into those tensors.
 
 Eager steps replay: the first eager ``step()`` records the fused calls its ``_update`` makes, and later steps
-hand this step's gradients to the same calls (core's ``engine._mutation.UpdateReplay``) instead of gathering
+hand this step's gradients to the same calls (core's ``plast.plast.compiler.UpdateReplay``) instead of gathering
 parameters, state and hyperparameters in Python again, as long as nothing they were built from changed: the
 replay checks the param lists, which parameters have gradients, every state entry and every option of every
 group (other than the hyperparameters, which it reads from their tensors). Anything else that changes the
@@ -24,10 +24,8 @@ from copy import deepcopy
 from itertools import chain
 
 import plast
-from plast.engine import _mutation
-from plast.engine import jit as _jit
+from plast import Tensor
 from plast.errors import DeviceMismatchError
-from plast.tensor import Tensor
 
 _CPU = plast.device("cpu")
 
@@ -135,20 +133,17 @@ class Optimizer:
                 loss = closure()
         # Under @plast.jit this is a runtime input: the replay refreshes the hyperparameter tensors from
         # param_groups before every call, so schedulers keep working without retracing.
-        _jit.runtime_input(self._refresh_hyper)
+        plast.compiler.runtime_input(self._refresh_hyper)
         replay = self._replay
         if replay is not None and replay.run():
             return loss
         self._replay = None
         with plast.no_grad():
-            if _jit._tape is not None or not _mutation.replays_enabled():
+            if plast.compiler.is_compiling() or not plast.compiler.update_replays_enabled():
                 self._update()
             else:
-                _mutation.capture_begin()
-                try:
+                with plast.compiler.capture_updates() as calls:
                     self._update()
-                finally:
-                    calls = _mutation.capture_end()
                 self._replay = self._make_replay(calls)
         return loss
 
@@ -172,7 +167,7 @@ class Optimizer:
                 watch.append((self.state, p, st))
                 watch.extend((st, k, v) for k, v in st.items())
         try:
-            return _mutation.UpdateReplay(calls, sequences, params, watch, attrs)
+            return plast.compiler.UpdateReplay(calls, sequences, params, watch, attrs)
         except ValueError:
             return None
 

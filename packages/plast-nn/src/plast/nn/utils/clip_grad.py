@@ -5,8 +5,7 @@ tensor (no ``.item()``) and gradients are scaled in place under no_grad by ``min
 import math
 
 import plast
-from plast.engine import jit as _jit
-from plast.tensor import Tensor
+from plast import Tensor
 
 
 def _grads(parameters):
@@ -39,7 +38,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
             norms = [plast.norm(t.detach().reshape(-1), norm_type) for t in tensors]
             total = plast.norm(plast.stack([n.to(norms[0].dtype) for n in norms]), norm_type)
         if error_if_nonfinite:
-            if _jit.tracing():
+            if plast.compiler.is_compiling():
                 raise NotImplementedError(
                     "clip_grad_norm_(error_if_nonfinite=True) reads the norm's value, which does not exist while "
                     "a @plast.jit function is traced; check the returned norm after the call instead"

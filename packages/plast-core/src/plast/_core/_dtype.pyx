@@ -1,0 +1,33 @@
+# cython: language_level=3
+"""The class of plast's element types (dtypes.py makes its five instances and holds the promotion rule)."""
+
+cimport cython
+
+import numpy as np
+
+
+@cython.final
+@cython.auto_pickle(False)
+cdef class dtype:
+    """A plast element type. Compare with ``plast.float32`` etc.; ``np`` is the matching numpy dtype.
+
+    >>> plast.float32.itemsize, plast.float32.is_floating_point, plast.int64.np
+    (4, True, dtype('int64'))
+    """
+
+    def __init__(self, str name, np_dtype, int rank, int code):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize
+        self.is_floating_point = self.np.kind == "f"
+        self.is_signed = self.np.kind in "if"
+        self._rank = rank
+        self.code = code
+
+    def __repr__(self):
+        return f"plast.{self.name}"
+
+    def __reduce__(self):
+        from plast._core.dtypes import _by_name
+
+        return (_by_name, (self.name,))

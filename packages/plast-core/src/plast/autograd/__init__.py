@@ -1,0 +1,52 @@
+"""plast.autograd: the torch.autograd names."""
+
+from .._core import grad_mode as autograd_state
+from .api import (
+    backward,
+    enable_grad,
+    grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+
+
+class set_detect_anomaly:
+    """Check every floating point result for NaN as it is computed and raise naming the op (slow; debugging).
+
+    Works as a call (``set_detect_anomaly(True)``) and as a context manager, like torch's.
+    """
+
+    def __init__(self, mode, check_nan=True):
+        self.prev = autograd_state.anomaly_detection
+        autograd_state.anomaly_detection = bool(mode) and check_nan
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        autograd_state.anomaly_detection = self.prev
+        return False
+
+
+def detect_anomaly(check_nan=True):
+    return set_detect_anomaly(True, check_nan)
+
+
+def is_anomaly_enabled():
+    return autograd_state.anomaly_detection
+
+
+__all__ = [
+    "backward",
+    "grad",
+    "no_grad",
+    "enable_grad",
+    "inference_mode",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "set_detect_anomaly",
+    "detect_anomaly",
+    "is_anomaly_enabled",
+]

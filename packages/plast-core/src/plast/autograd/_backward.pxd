@@ -1,0 +1,3 @@
+from ..graph._graph cimport Node
+
+cdef check_versions(Node node)

@@ -1,1 +1,0 @@
-"""The engine: graph nodes, the scheduler that realizes them, and autograd."""

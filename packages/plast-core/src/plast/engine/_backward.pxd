@@ -1,3 +1,0 @@
-from ._graph cimport Node
-
-cdef check_versions(Node node)

@@ -1,4 +1,0 @@
-"""Grad mode: whether op calls record what backward needs."""
-
-grad_enabled = True
-anomaly_detection = False

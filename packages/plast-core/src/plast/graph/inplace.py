@@ -1,0 +1,165 @@
+"""In-place ops (``x.add_(y)``, ``x[i] = v``, optimizer updates) on a lazy graph.
+
+An in-place op computes the new value out of place from an alias of the old one, then makes the tensor hold it:
+* A realized tensor outside any differentiable graph (a leaf, a parameter under no_grad, a detached tensor) is
+  written in its own memory, so views of it see the change and parameters keep their persistent storage. The
+  storage's version goes up; autograd refuses to use a saved input whose version moved (as torch does).
+* Otherwise (the tensor is part of a graph, or the new value requires grad) the tensor object is rebound to the
+  new node, and the old value stays what the graph saved — so backward stays correct.
+"""
+
+import weakref
+
+from .._core import grad_mode as autograd_state
+from . import tape
+from ._mutation import pending_readers as _pending_readers
+from .realize import realize
+
+
+def _alias(t):
+    """A second Tensor object for t's current value (same storage, node and layout)."""
+    from .._tensor import Tensor
+
+    a = Tensor._lazy(t._shape, t.dtype, t.device, t._node, t._index)
+    a._storage, a._strides, a._offset = t._storage, t._strides, t._offset
+    a.requires_grad = t.requires_grad
+    if t._node is not None and t._node.outputs is not None:
+        t._node.outputs[t._index] = weakref.ref(a)
+    return a
+
+
+def _undo_alias(t, a):
+    if t._node is not None and t._node.outputs is not None:
+        t._node.outputs[t._index] = weakref.ref(t)
+
+
+def _repoint_readers(t, old):
+    """Nodes recorded so far that read `t` read `old` from now on (t is about to hold a new value)."""
+    lists = [t._readers]
+    if t._storage is not None:
+        lists.append(t._storage.readers)
+    for rd in lists:
+        if not rd:
+            continue
+        for r in rd:
+            n = r()
+            if n is None or not n.inputs:
+                continue
+            if any(x is t for x in n.inputs):
+                n.inputs = tuple(old if x is t else x for x in n.inputs)
+    t._readers = None
+
+
+def _check_leaf(t, opname):
+    if autograd_state.grad_enabled and t.requires_grad and t.is_leaf:
+        raise RuntimeError(
+            f"{opname}: a leaf tensor that requires grad can't be modified in place while grad is enabled "
+            "(the change would be invisible to backward); wrap the update in `with plast.no_grad():`"
+        )
+
+
+def write_inplace(t, write, opname):
+    """Let ``write(t)`` put new values straight into t's memory (a random fill, a copy from another device) when
+    apply_inplace would take its direct branch anyway: t is outside any differentiable graph and no trace is
+    being recorded. Saves the intermediate tensor and its copy. Returns t, or None when t can't be written
+    directly (then the caller uses apply_inplace)."""
+    from .tape import tracing
+
+    _check_leaf(t, opname)
+    if t.grad_fn is not None or tracing():
+        return None
+    if t._storage is None:
+        realize([t])
+    realize(_pending_readers(t._storage))  # whatever reads the old value computes it first
+    t._storage.check()
+    write(t)
+    t._storage.version += 1
+    t._version += 1
+    return t
+
+
+def _write_window(t, old, new):
+    """When `new` is a window op of `old` (t's current value: index_put, i.e. ``t[i] = v``) whose op has a kernel
+    that writes just the window into input 0's own memory, run that kernel on t's memory instead of computing
+    `new` whole and copying it back. A K/V cache row written per decoded token then costs the row, not the cache.
+    Returns True when it did (t is then written and its storage version bumped)."""
+    node = new._node
+    if node is None or new._storage is not None or node.done or t.device.type == "cuda":
+        return False
+    kernel = node.op.window_kernels.get(t.device.type)
+    if kernel is None or not node.inputs or node.inputs[0] is not old or not t.is_contiguous():
+        return False
+    rest = tuple(node.inputs[1:])
+    if any(x is old for x in rest):
+        return False
+    # what else reads t's current value computes it first; `new` itself (a reader of old) is never computed
+    pending = [x for x in _pending_readers(t._storage) if x._node is not node]
+    realize([x for x in rest if x._storage is None] + pending)
+    st = t._storage
+    for x in rest:
+        # a value read from t's own memory (``x[0] = x[1]``) could overlap the window: take the copying path
+        if x._storage is st or getattr(x._storage, "owner", None) is st:
+            return False
+    st.check()
+    for x in rest:
+        x._storage.check()
+    inputs = (t,) + rest
+    kernel(node, inputs, [t])
+    tape.note_kernel(kernel, node, inputs, [t])
+    st.version += 1
+    return True
+
+
+def apply_inplace(t, fn, opname):
+    """Make `t` hold ``fn(old value of t)`` and return t."""
+    from .._core.errors import ShapeError
+    from ..kernels.cpu.kernels import np_view
+    from ..ops import movement
+
+    _check_leaf(t, opname)
+    if t.grad_fn is None and t._storage is None:
+        # Outside any graph an in-place op writes memory (views of t must see it): give t its memory first.
+        realize([t])
+    old = _alias(t)
+    try:
+        new = fn(old)
+    except BaseException:
+        _undo_alias(t, old)
+        raise
+    if tuple(new.shape) != tuple(t.shape):
+        _undo_alias(t, old)
+        raise ShapeError(
+            f"{opname}: the result has shape {tuple(new.shape)} but an in-place op can't change the shape of "
+            f"the tensor, which is {tuple(t.shape)}"
+        )
+    new = movement.cast(new, t.dtype)
+    direct = t._storage is not None and t.grad_fn is None and not new.requires_grad
+    if direct:
+        _undo_alias(t, old)
+        if _write_window(t, old, new):
+            t._version += 1
+            return t
+        realize([new] + _pending_readers(t._storage))
+        t._storage.check()
+        new._storage.check()
+        if t.numel() and t.device.type != "cpu":  # GPU memory is no numpy buffer (plast.ops.device)
+            from ..ops.device import copy_values
+
+            copy_values(t, new)
+        elif t.numel():
+            np_view(t)[...] = np_view(new)
+        from . import tape
+
+        tape.note_copy(t, new, opname)
+        t._storage.version += 1
+    else:
+        # Rebind: t now is the output of new's node; every node recorded before reads `old`, the value it saw.
+        _repoint_readers(t, old)
+        t._node, t._index = new._node, new._index
+        t._storage, t._strides, t._offset = new._storage, new._strides, new._offset
+        t._npcache = None
+        t.requires_grad = new.requires_grad
+        if new._node is not None:
+            new._node.outputs[new._index] = weakref.ref(t)
+    t._version += 1
+    return t

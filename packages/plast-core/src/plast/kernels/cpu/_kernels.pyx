@@ -1,0 +1,230 @@
+# cython: language_level=3
+# distutils: sources = src/plast/kernels/cpu/csrc/elementwise.c src/plast/kernels/cpu/csrc/philox.c
+"""Thin wrappers over the C kernels in csrc/: they check nothing the op layer has already checked, take raw
+addresses (arena memory), release the GIL, and pass the SIMD level and thread count from _runtime."""
+
+from libc.stdint cimport uint32_t, uint64_t, uintptr_t
+from libc.string cimport memcpy
+
+import numpy as np
+
+from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level, threads_for
+from plast.kernels.cpu._tensors cimport TensorBase, fill_bcast_strides, fill_shape, tensor_ptr
+
+cdef extern from "elementwise.h" nogil:
+    int PLAST_MAX_NDIM
+    int plast_binary_nd(int simd, int nthreads, int op, int dtype, int ndim, const Py_ssize_t *shape,
+                        const char *a, const Py_ssize_t *a_strides, const char *b, const Py_ssize_t *b_strides,
+                        char *out, const Py_ssize_t *out_strides)
+
+cdef extern from "philox.h" nogil:
+    void plast_philox_block(uint64_t seed, uint64_t block, uint32_t out[4])
+    void plast_philox_uniform_f32(int nthreads, uint64_t seed, uint64_t offset, float *out, Py_ssize_t n, float low, float high)
+    void plast_philox_uniform_f64(int nthreads, uint64_t seed, uint64_t offset, double *out, Py_ssize_t n, double low, double high)
+    void plast_philox_normal_f32(int nthreads, uint64_t seed, uint64_t offset, float *out, Py_ssize_t n, float mean, float std)
+    void plast_philox_normal_f64(int nthreads, uint64_t seed, uint64_t offset, double *out, Py_ssize_t n, double mean, double std)
+    void plast_philox_u32(int nthreads, uint64_t seed, uint64_t offset, uint32_t *out, Py_ssize_t n)
+
+BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MAX, BIN_MIN = range(6)
+
+DEF MAXD = 16
+
+
+def binary_nd(int op, int dtype, shape, uintptr_t a, a_strides, uintptr_t b, b_strides,
+              uintptr_t out, out_strides):
+    """out = a <op> b over `shape`; strides in elements (0 for broadcast dims)."""
+    cdef int nd = len(shape)
+    if nd > MAXD:
+        raise ValueError(f"at most {MAXD} dimensions are supported, got {nd}")
+    cdef Py_ssize_t sh[MAXD]
+    cdef Py_ssize_t sa[MAXD]
+    cdef Py_ssize_t sb[MAXD]
+    cdef Py_ssize_t so[MAXD]
+    cdef int i
+    for i in range(nd):
+        sh[i] = shape[i]
+        sa[i] = a_strides[i]
+        sb[i] = b_strides[i]
+        so[i] = out_strides[i]
+    cdef int rc
+    cdef int simd = simd_level(), nt = num_threads()
+    with nogil:
+        rc = plast_binary_nd(simd, nt, op, dtype, nd, sh, <const char *>a, sa, <const char *>b, sb,
+                             <char *>out, so)
+    if rc != 0:
+        raise ValueError(f"binary kernel: unsupported op {op} for dtype code {dtype}")
+
+
+cdef void _copy_nd(int nd, const Py_ssize_t *sh, const char *src, const Py_ssize_t *ss, char *dst,
+                   const Py_ssize_t *ds, Py_ssize_t isz) noexcept nogil:
+    """dst = src elementwise over `sh` (strides in bytes); the innermost dim is a memcpy when both are unit."""
+    cdef Py_ssize_t idx[MAXD]
+    cdef Py_ssize_t i, k, n = sh[nd - 1], s_in = ss[nd - 1], s_out = ds[nd - 1]
+    cdef const char *ps
+    cdef char *pd
+    for k in range(nd):
+        idx[k] = 0
+    while True:
+        ps = src
+        pd = dst
+        for k in range(nd - 1):
+            ps += idx[k] * ss[k]
+            pd += idx[k] * ds[k]
+        if s_in == isz and s_out == isz:
+            memcpy(pd, ps, n * isz)
+        elif isz == 4:
+            for i in range(n):
+                (<uint32_t *>(pd + i * s_out))[0] = (<const uint32_t *>(ps + i * s_in))[0]
+        elif isz == 8:
+            for i in range(n):
+                (<uint64_t *>(pd + i * s_out))[0] = (<const uint64_t *>(ps + i * s_in))[0]
+        else:
+            for i in range(n):
+                memcpy(pd + i * s_out, ps + i * s_in, isz)
+        k = nd - 2
+        while k >= 0:
+            idx[k] += 1
+            if idx[k] < sh[k]:
+                break
+            idx[k] = 0
+            k -= 1
+        if k < 0:
+            return
+
+
+cdef int copy_run(TensorBase x, TensorBase out) except -1:
+    """out[...] = x for one dtype, any strides (x broadcast to out's shape): 1, or 0 when the dtypes differ (a
+    cast: the caller uses numpy)."""
+    if x.dtype is not out.dtype:
+        return 0
+    cdef Py_ssize_t sh[MAXD]
+    cdef Py_ssize_t sx[MAXD]
+    cdef Py_ssize_t so[MAXD]
+    cdef int nd = fill_shape(out._shape, sh, MAXD), i
+    cdef Py_ssize_t n = 1, isz = out.dtype.itemsize
+    for i in range(nd):
+        n *= sh[i]
+    if n == 0:
+        return 1
+    cdef const char *px = tensor_ptr(x)
+    cdef char *po = tensor_ptr(out)
+    if nd == 0:
+        memcpy(po, px, isz)
+        return 1
+    fill_bcast_strides(x, sh, nd, sx)
+    fill_bcast_strides(out, sh, nd, so)
+    for i in range(nd):
+        sx[i] *= isz
+        so[i] *= isz
+    if n >= NOGIL_MIN_WORK:
+        with nogil:
+            _copy_nd(nd, sh, px, sx, po, so, isz)
+    else:
+        _copy_nd(nd, sh, px, sx, po, so, isz)
+    return 1
+
+
+def copy_same_dtype(TensorBase x, TensorBase out):
+    """out[...] = x for one dtype, any strides; False when the dtypes differ (see copy_run)."""
+    return copy_run(x, out) == 1
+
+
+BINARY_CODES = {"add": 0, "sub": 1, "mul": 2, "div": 3, "maximum": 4, "minimum": 5}
+cdef object _bool_binary = None
+
+
+cdef int binary_run(int op, TensorBase a, TensorBase b, TensorBase out) except -1:
+    """out = a <op> b (numeric dtypes) with broadcasting and any strides, straight from the tensors."""
+    cdef int code = out.dtype.code
+    cdef Py_ssize_t sh[MAXD]
+    cdef Py_ssize_t sa[MAXD]
+    cdef Py_ssize_t sb[MAXD]
+    cdef Py_ssize_t so[MAXD]
+    cdef int nd = fill_shape(out._shape, sh, MAXD), i
+    cdef Py_ssize_t n = 1
+    for i in range(nd):
+        n *= sh[i]
+    if n == 0:
+        return 0
+    fill_bcast_strides(a, sh, nd, sa)
+    fill_bcast_strides(b, sh, nd, sb)
+    fill_bcast_strides(out, sh, nd, so)
+    cdef const char *pa = tensor_ptr(a)
+    cdef const char *pb = tensor_ptr(b)
+    cdef char *po = tensor_ptr(out)
+    cdef int rc
+    cdef int simd = simd_level(), nt = num_threads()
+    if n >= NOGIL_MIN_WORK:
+        with nogil:
+            rc = plast_binary_nd(simd, nt, op, code, nd, sh, pa, sa, pb, sb, po, so)
+    else:
+        rc = plast_binary_nd(simd, nt, op, code, nd, sh, pa, sa, pb, sb, po, so)
+    if rc != 0:
+        raise ValueError(f"binary kernel: unsupported op code {op} for dtype {out.dtype}")
+    return 0
+
+
+def binary(node, inputs, outputs):
+    """The op table's kernel for add/sub/mul/div/maximum/minimum: out = a <op> b with broadcasting, any strides
+    (bool arithmetic is logical, as in torch: kernels.bool_binary)."""
+    global _bool_binary
+    cdef TensorBase out = outputs[0]
+    if out.dtype.code == 0:
+        if _bool_binary is None:
+            from plast.kernels.cpu.kernels import bool_binary
+
+            _bool_binary = bool_binary
+        return _bool_binary(node, inputs, outputs)
+    binary_run(BINARY_CODES[node.op.name], inputs[0], inputs[1], out)
+
+
+_DTYPE_CODES = {np.dtype(np.int32): 1, np.dtype(np.int64): 2, np.dtype(np.float32): 3, np.dtype(np.float64): 4}
+
+
+def binary_arrays(int op, a, b, out):
+    """Test/bench entry: out[...] = a <op> b for numpy arrays of one dtype, broadcasting a and b to out."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if not (a.dtype == b.dtype == out.dtype) or a.dtype not in _DTYPE_CODES:
+        raise TypeError(f"binary_arrays needs one supported dtype, got {a.dtype}, {b.dtype}, {out.dtype}")
+    a = np.broadcast_to(a, out.shape)
+    b = np.broadcast_to(b, out.shape)
+    es = out.itemsize
+    for arr in (a, b, out):
+        if any(s % es for s in arr.strides):
+            raise ValueError("strides must be multiples of the item size")
+    binary_nd(op, _DTYPE_CODES[out.dtype], out.shape,
+              a.__array_interface__["data"][0], tuple(s // es for s in a.strides),
+              b.__array_interface__["data"][0], tuple(s // es for s in b.strides),
+              out.__array_interface__["data"][0], tuple(s // es for s in out.strides))
+
+
+def philox_block(uint64_t seed, uint64_t block):
+    cdef uint32_t r[4]
+    plast_philox_block(seed, block, r)
+    return (r[0], r[1], r[2], r[3])
+
+
+def philox_fill(str kind, int dtype, uint64_t seed, uint64_t offset, uintptr_t out, Py_ssize_t n, double p1, double p2):
+    """Fill n elements at `out` from the stream (seed, offset). kind: 'uniform' (low, high), 'normal' (mean, std),
+    'u32'. Returns the number of 128-bit blocks consumed."""
+    cdef int nt = threads_for(n, 1 << 16)
+    cdef int k = 0 if kind == "uniform" else 1 if kind == "normal" else 2
+    if k == 2 and kind != "u32":
+        raise ValueError(f"unknown distribution {kind!r}")
+    with nogil:
+        if k == 0:
+            if dtype == 3:
+                plast_philox_uniform_f32(nt, seed, offset, <float *>out, n, <float>p1, <float>p2)
+            else:
+                plast_philox_uniform_f64(nt, seed, offset, <double *>out, n, p1, p2)
+        elif k == 1:
+            if dtype == 3:
+                plast_philox_normal_f32(nt, seed, offset, <float *>out, n, <float>p1, <float>p2)
+            else:
+                plast_philox_normal_f64(nt, seed, offset, <double *>out, n, p1, p2)
+        else:
+            plast_philox_u32(nt, seed, offset, <uint32_t *>out, n)
+    if kind == "uniform" and dtype == 3 or kind == "u32":
+        return (n + 3) // 4
+    return (n + 1) // 2
