@@ -281,7 +281,7 @@ def test_transformer_block_and_encoder_match_torch(causal, kpm):
     mask[1, 3:] = True
     for pm, tm in [
         (nn.TransformerBlock(16, 4, d_ff=24, causal=causal), TorchBlock(16, 4, 24, causal)),
-        (nn.TransformerEncoder(2, 16, 4, d_ff=24, causal=causal), TorchEncoder(2, 16, 4, 24, causal)),
+        (nn.TransformerBlockStack(2, 16, 4, d_ff=24, causal=causal), TorchEncoder(2, 16, 4, 24, causal)),
     ]:
         _randomize(tm)
         _load(pm, tm)

@@ -547,9 +547,9 @@ FORWARDS = {
     "MultiheadAttention key_padding_mask": lambda r: nn.MultiheadAttention(8, 2, batch_first=True).cuda()(
         *(_f(r, 2, 3, 8),) * 3, key_padding_mask=plast.tensor([[False, False, True]] * 2, device="cuda")
     )[0],
-    "TransformerEncoder causal + attn_mask": lambda r: nn.TransformerEncoder(1, 8, 2, causal=True).cuda()(
-        _f(r, 2, 3, 8), attn_mask=~nn.causal_mask(3, device="cuda")
-    ),
+    "TransformerBlockStack causal + attn_mask": lambda r: nn.TransformerBlockStack(
+        1, 8, 2, causal=True
+    ).cuda()(_f(r, 2, 3, 8), attn_mask=~nn.causal_mask(3, device="cuda")),
     "TransformerLM learned": lambda r: nn.TransformerLM(11, 8, 2, 1, 6).cuda()(
         _ids(r, 11, 2, 4), _ids(r, 11, 2, 4)
     )[1],

@@ -183,6 +183,25 @@ def batch_norm(
     return y.to(out_dt)
 
 
+# Torch names plast-core lacks, written here in plast ops (a core name, when it appears, takes over below).
+
+# Torch names plast-core lacks, written in plast ops in plast-nn (a core name of the same name, once core has
+# it, takes over in the update below: core's are fused).
+from .conv import conv1d, conv3d, conv_transpose1d, conv_transpose2d  # noqa: E402, F401
+from .distance import cosine_similarity, pairwise_distance  # noqa: E402, F401
+from .instancenorm import instance_norm  # noqa: E402, F401
+from .linear import bilinear  # noqa: E402, F401
+from .loss_functional import (  # noqa: E402, F401
+    ctc_loss,
+    huber_loss,
+    kl_div,
+    margin_ranking_loss,
+    triplet_margin_loss,
+)
+from .normalization import group_norm  # noqa: E402, F401
+from .pixelshuffle import pixel_shuffle, pixel_unshuffle  # noqa: E402, F401
+from .upsampling import interpolate, upsample  # noqa: E402, F401
+
 # Torch names that map to a plast-core function of the same name and signature.
 _SAME = (
     "linear",
@@ -245,8 +264,8 @@ def __getattr__(name):
 
 
 def missing():
-    """The torch.nn.functional names known here that plast-core does not provide yet."""
-    return sorted(n for n in _SAME if not hasattr(plast, n))
+    """The torch.nn.functional names known here that neither plast-core nor this module provides yet."""
+    return sorted(n for n in _SAME if n not in globals())
 
 
 def __dir__():

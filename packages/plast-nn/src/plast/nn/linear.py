@@ -111,3 +111,67 @@ class Flatten(Module):
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y[..., o] = sum_ij input1[..., i] * weight[o, i, j] * input2[..., j] + bias[o]
+    (torch.nn.functional.bilinear).
+
+    >>> w = plast.ones(1, 2, 2)
+    >>> plast.nn.functional.bilinear(plast.tensor([[1.0, 2.0]]), plast.tensor([[3.0, 4.0]]), w).tolist()
+    [[21.0]]
+    """
+    if weight.ndim != 3:
+        raise ShapeError(f"bilinear: weight must be (out, in1, in2), got {tuple(weight.shape)}")
+    o, i, j = weight.shape
+    if input1.shape[-1] != i or input2.shape[-1] != j or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise ShapeError(
+            f"bilinear: expected input1 (*, {i}) and input2 (*, {j}) with the same leading dims, got "
+            f"{tuple(input1.shape)} and {tuple(input2.shape)}"
+        )
+    lead = tuple(input1.shape[:-1])
+    x1 = input1.reshape(-1, i)
+    x2 = input2.reshape(-1, j)
+    # (B, i) @ (i, o * j) -> (B, o, j), then the contraction with input2 over j
+    t = plast.matmul(x1, weight.permute(1, 0, 2).reshape(i, o * j)).reshape(-1, o, j)
+    y = (t * x2.unsqueeze(1)).sum(-1)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*lead, o)
+
+
+class Bilinear(Module):
+    """y = x1^T A x2 + b (torch.nn.Bilinear): weight (out_features, in1_features, in2_features) and bias
+    (out_features), both ~ U(-1/sqrt(in1_features), 1/sqrt(in1_features)).
+
+    >>> plast.nn.Bilinear(3, 4, 5)(plast.ones(2, 3), plast.ones(2, 4)).shape
+    plast.Size([2, 5])
+    """
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        dt = _factory_dtype(device, dtype)
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        self.weight = Parameter(plast.empty(out_features, in1_features, in2_features, dtype=dt))
+        if bias:
+            self.bias = Parameter(plast.empty(out_features, dtype=dt))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )

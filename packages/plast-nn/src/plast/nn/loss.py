@@ -2,6 +2,7 @@
 
 import plast
 
+from . import functional as F
 from .module import Module
 
 
@@ -145,4 +146,115 @@ class BCEWithLogitsLoss(_Loss):
     def forward(self, input, target):
         return plast.binary_cross_entropy_with_logits(
             input, target, weight=self.weight, reduction=self.reduction, pos_weight=self.pos_weight
+        )
+
+
+class KLDivLoss(_Loss):
+    """Kullback-Leibler divergence of the target from log-probabilities (torch.nn.KLDivLoss): reduction
+    'mean' (per element, as torch), 'batchmean' (the KL per sample), 'sum' or 'none'; ``log_target`` when the
+    target is given as log-probabilities too.
+
+    >>> round(plast.nn.KLDivLoss(reduction="sum")(plast.tensor([-0.5]), plast.tensor([0.5])).item(), 4)
+    -0.0966
+    """
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+        Module.__init__(self)
+        reduction = _legacy_reduction(size_average, reduce, reduction)
+        if reduction not in ("none", "mean", "sum", "batchmean"):
+            raise ValueError(
+                f"KLDivLoss: reduction must be 'none', 'mean', 'batchmean' or 'sum', got {reduction!r}"
+            )
+        self.reduction = reduction
+        self.log_target = log_target
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class HuberLoss(_Loss):
+    """Huber loss (torch.nn.HuberLoss): quadratic below ``delta``, linear (slope delta) above.
+
+    >>> plast.nn.HuberLoss(delta=1.0)(plast.tensor([3.0]), plast.tensor([0.0])).item()
+    2.5
+    """
+
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class MarginRankingLoss(_Loss):
+    """max(0, -y * (x1 - x2) + margin) (torch.nn.MarginRankingLoss).
+
+    >>> plast.nn.MarginRankingLoss(margin=1.0)(plast.tensor([1.0]), plast.tensor([1.0]), plast.tensor([1.0])).item()
+    1.0
+    """
+
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.margin_ranking_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    """max(d(a, p) - d(a, n) + margin, 0) with the p-norm pairwise distance (torch.nn.TripletMarginLoss).
+
+    >>> a = plast.zeros(1, 2)
+    >>> plast.nn.TripletMarginLoss(margin=1.0, eps=0.0)(a, a, plast.tensor([[0.0, 0.5]])).item()
+    0.5
+    """
+
+    def __init__(
+        self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None, reduction="mean"
+    ):
+        super().__init__(size_average, reduce, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got {margin} instead")
+        self.margin = margin
+        self.p = p
+        self.eps = eps
+        self.swap = swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_loss(
+            anchor,
+            positive,
+            negative,
+            margin=self.margin,
+            p=self.p,
+            eps=self.eps,
+            swap=self.swap,
+            reduction=self.reduction,
+        )
+
+
+class CTCLoss(_Loss):
+    """Connectionist temporal classification (torch.nn.CTCLoss): ``forward(log_probs, targets, input_lengths,
+    target_lengths)``; see ``plast.nn.functional.ctc_loss`` for the gradient convention.
+
+    >>> lp = plast.log_softmax(plast.zeros(3, 1, 2), dim=-1)
+    >>> round(plast.nn.CTCLoss(reduction="sum")(lp, plast.tensor([[1]]), [3], [1]).item(), 4)
+    0.2877
+    """
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank = blank
+        self.zero_infinity = zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(
+            log_probs,
+            targets,
+            input_lengths,
+            target_lengths,
+            self.blank,
+            self.reduction,
+            self.zero_infinity,
         )

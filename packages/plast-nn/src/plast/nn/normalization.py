@@ -220,3 +220,80 @@ class BatchNorm2d(_BatchNorm):
 
     _dims = (4,)
     _shape_text = "(N, {C}, H, W)"
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalize each of ``num_groups`` groups of channels of an (N, C, *) input over its channels and spatial
+    positions (biased variance), then scale and shift per channel (torch.nn.functional.group_norm).
+
+    >>> x = plast.tensor([[[1.0], [3.0], [0.0], [4.0]]])  # (N=1, C=4, L=1)
+    >>> [round(v, 3) for v in plast.nn.functional.group_norm(x, 2).reshape(4).tolist()]
+    [-1.0, 1.0, -1.0, 1.0]
+    """
+    if input.ndim < 2:
+        raise ShapeError(f"group_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")
+    n, c = input.shape[0], input.shape[1]
+    if num_groups <= 0 or c % num_groups != 0:
+        raise ValueError(
+            f"group_norm: the number of channels ({c}, input {tuple(input.shape)}) must be divisible by "
+            f"num_groups ({num_groups})"
+        )
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ShapeError(f"group_norm: {name} must have shape ({c},), got {tuple(t.shape)}")
+    grouped = input.reshape(n, num_groups, -1)
+    # the fused layer_norm over each group's values is the group's normalization
+    y = F.layer_norm(grouped, (grouped.shape[-1],), None, None, eps).reshape(input.shape)
+    shape = (1, c) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+class GroupNorm(Module):
+    """group_norm with a learned per-channel ``weight`` (ones) and ``bias`` (zeros) when ``affine``
+    (torch.nn.GroupNorm).
+
+    >>> plast.nn.GroupNorm(2, 4)(plast.randn(3, 4, 5)).shape
+    plast.Size([3, 4, 5])
+    """
+
+    def __init__(
+        self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True
+    ):
+        super().__init__()
+        dt = _factory_dtype(device, dtype)
+        if num_channels % num_groups != 0:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = Parameter(plast.empty(num_channels, dtype=dt))
+            if bias:
+                self.bias = Parameter(plast.empty(num_channels, dtype=dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, input):
+        if input.ndim < 2 or input.shape[1] != self.num_channels:
+            raise ShapeError(
+                f"{self!r}: expected an input of shape (N, {self.num_channels}, *), got {tuple(input.shape)}"
+            )
+        return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"

@@ -1,5 +1,5 @@
 """plast's own Transformer blocks (batch first, pre-LayerNorm): causal_mask, positional encodings,
-TransformerBlock, TransformerEncoder, TransformerLM.
+TransformerBlock, TransformerBlockStack, TransformerLM (torch.nn's Transformer family is in torch_transformer.py).
 
 Mask conventions. ``causal_mask(n)`` is a bool (n, n) matrix with True where a query may attend (the lower
 triangle, diagonal included): the convention of ``F.scaled_dot_product_attention`` and of nanoGPT's ``tril``
@@ -199,11 +199,11 @@ def _as_additive(mask, dt):
     return mask.to(dt)
 
 
-class TransformerEncoder(Module):
+class TransformerBlockStack(Module):
     """A stack of ``num_layers`` TransformerBlocks (``self.layers``) and, with ``final_norm`` (default), a
     final LayerNorm (``self.norm``), as pre-LN models need.
 
-    >>> enc = plast.nn.TransformerEncoder(2, 16, 4, causal=True)
+    >>> enc = plast.nn.TransformerBlockStack(2, 16, 4, causal=True)
     >>> enc(plast.randn(2, 5, 16)).shape
     plast.Size([2, 5, 16])
     """
@@ -237,7 +237,7 @@ class TransformerEncoder(Module):
 
 class TransformerLM(Module):
     """A causal language model: token embedding (``tok_emb``) + positions (``pos``: learned or sinusoidal) +
-    dropout + causal TransformerEncoder (``encoder``, with its final LayerNorm) + linear head (``head``, tied to
+    dropout + causal TransformerBlockStack (``encoder``, with its final LayerNorm) + linear head (``head``, tied to
     the token embedding by default). ``forward(idx, targets=None)`` returns ``(logits (N, T, vocab), loss)``;
     loss is the mean cross-entropy when targets are given (ignore_index -1), else None.
 
@@ -276,7 +276,7 @@ class TransformerLM(Module):
         else:
             self.pos = SinusoidalPositionalEncoding(d_model, max_len, dtype=dtype)
         self.drop = Dropout(dropout)
-        self.encoder = TransformerEncoder(
+        self.encoder = TransformerBlockStack(
             num_layers, d_model, n_heads, d_ff, dropout, activation, bias, causal=True, dtype=dtype
         )
         self.head = Linear(d_model, vocab_size, bias=False, dtype=dtype)

@@ -9,9 +9,45 @@ plast-core's fused update ops.
 """
 
 from . import lr_scheduler
+from .adadelta import Adadelta
+from .adagrad import Adagrad
 from .adam import Adam, AdamW
+from .adamax import Adamax
+from .lbfgs import LBFGS
+
+# the seed's names: plast.optim.StepLR and the others are lr_scheduler's classes themselves
+from .lr_scheduler import (
+    ConstantLR,
+    CosineAnnealingLR,
+    ExponentialLR,
+    LambdaLR,
+    LinearLR,
+    LinearWarmupCosineDecay,
+    LRScheduler,
+    MultiStepLR,
+    OneCycleLR,
+    ReduceLROnPlateau,
+    SequentialLR,
+    StepLR,
+)
+from .nadam import NAdam
 from .optimizer import Optimizer
+from .radam import RAdam
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "lr_scheduler"]
+__all__ = [
+    "Optimizer",
+    "SGD",
+    "Adam",
+    "AdamW",
+    "RMSprop",
+    "Adadelta",
+    "Adagrad",
+    "Adamax",
+    "NAdam",
+    "RAdam",
+    "LBFGS",
+    "lr_scheduler",
+    *lr_scheduler.__all__,
+]

@@ -287,6 +287,9 @@ class Optimizer:
     def _cast_state(self, param, key, value):
         if isinstance(value, dict):
             return {k: self._cast_state(param, k, v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            # lists of tensors (LBFGS's history) get fresh lists and tensors, never ones shared with the source
+            return type(value)(self._cast_state(param, key, v) for v in value)
         # state lives on its parameter's device (the fused update reads it there), as torch's load places it
         if key == "step":
             v = value.item() if hasattr(value, "item") and not isinstance(value, (int, float)) else value

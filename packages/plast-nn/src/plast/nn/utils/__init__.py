@@ -6,6 +6,7 @@
 (5.0, [0.6, 0.8])
 """
 
+from . import rnn
 from .clip_grad import clip_grad_norm_, clip_grad_value_, get_total_norm
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm"]
+__all__ = ["rnn", "clip_grad_norm_", "clip_grad_value_", "get_total_norm"]

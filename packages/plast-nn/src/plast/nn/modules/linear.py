@@ -1,0 +1,5 @@
+"""torch.nn.modules.linear's names in plast (re-exports only; the classes live in plast.nn)."""
+
+from ..linear import Bilinear, Identity, Linear
+
+__all__ = ["Identity", "Linear", "Bilinear"]
