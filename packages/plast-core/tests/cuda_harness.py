@@ -18,9 +18,6 @@ the op table; ``coverage()`` says which CUDA kernels it reaches.
 import contextlib
 import os
 import re
-import subprocess
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
@@ -452,37 +449,6 @@ def parse_ptx_signatures(ptx):
             off += size
         out[m.group(1)] = params
     return out
-
-
-def ptx_signatures(arch="sm_80", nvcc=None):
-    """Signatures of every kernel of every module (compiles each .cu to PTX once; nvcc needed, no GPU)."""
-    nvcc = nvcc or loader.find_nvcc()
-    sigs = {}
-    with tempfile.TemporaryDirectory(prefix="plast-ptx-") as tmp:
-        procs = []
-        for name in loader.module_names():
-            out = Path(tmp) / f"{name}.ptx"
-            cmd = [
-                nvcc,
-                "--ptx",
-                f"-arch={arch}",
-                "-std=c++17",
-                "-I",
-                str(loader.KERNEL_DIR),
-                "-o",
-                str(out),
-                str(loader.source_path(name)),
-            ]
-            procs.append((name, out, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
-        for name, out, proc in procs:
-            _, err = proc.communicate()
-            if proc.returncode != 0:
-                raise loader.CudaCompileError(f"nvcc --ptx failed for {name}.cu:\n{err.decode()[-3000:]}")
-            sigs[name] = parse_ptx_signatures(out.read_text())
-    return sigs
-
-
-# ---- dry run: the launchers against a recorder ----------------------------------------------------------------
 
 
 class _FakeFunction:

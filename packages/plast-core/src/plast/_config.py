@@ -3,6 +3,7 @@
 import sys
 from importlib import metadata
 
+from ._core import cuda_driver as cuda
 from .kernels.cpu import _runtime
 
 DISTRIBUTIONS = ("plast-core", "plast-nn", "plast-data", "plast-experiment")
@@ -19,8 +20,6 @@ def _build_info():
 
 def cuda_status():
     """(usable, reason): asks the CUDA backend, which imports pycuda only now."""
-    from ._core import cuda_driver as cuda
-
     if cuda.is_available():
         return True, ""
     return False, cuda.unavailable_reason()

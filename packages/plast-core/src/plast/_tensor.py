@@ -13,10 +13,17 @@ from ._core import dtypes
 from ._core import grad_mode as autograd_state
 from ._core._structs import Size, TensorBase  # noqa: F401 (Size: plast.Size)
 from ._core.errors import JitError
+from ._core.shapes import norm_dim
+from .autograd import api as autograd
+from .autograd.api import _persistent_copy
+from .autograd.backward_replay import try_replay
 from .graph._graph import bind
 from .graph.realize import realize
+from .graph.tape import tracing
+from .kernels.cpu.kernels import np_view
 from .memory import arenas as _arenas
 from .ops import movement as M
+from .ops.device import host_array, to_device, write_host
 
 
 class Tensor(TensorBase):
@@ -35,8 +42,6 @@ class Tensor(TensorBase):
     def size(self, dim=None):
         if dim is None:
             return self.shape
-        from ._core.shapes import norm_dim
-
         return self._shape[norm_dim(dim, self.ndim, "size")]
 
     def stride(self, dim=None):
@@ -73,8 +78,6 @@ class Tensor(TensorBase):
 
     def _read(self):
         """Compute this tensor for a user-visible read (item, numpy, printing)."""
-        from .graph.tape import tracing
-
         if tracing():
             raise JitError(
                 "reading a tensor's value inside a @plast.jit function is not allowed: while tracing, the "
@@ -86,12 +89,8 @@ class Tensor(TensorBase):
     def _np_array(self):
         """A numpy array holding this tensor's values: a zero-copy view for persistent or borrowed memory,
         a copy for transient memory (which a reset may hand to someone else)."""
-        from .kernels.cpu.kernels import np_view
-
         self._read()
         if self.device.type != "cpu":
-            from .ops.device import host_array
-
             return host_array(self)  # GPU memory: always a fresh host copy
         arr = np_view(self)
         st = self._storage
@@ -171,8 +170,6 @@ class Tensor(TensorBase):
                 device = a
         out = self
         if device is not None:
-            from .ops.device import to_device
-
             out = to_device(out, device)
         if dtype is not None:
             out = M.cast(out, dtype)
@@ -196,8 +193,6 @@ class Tensor(TensorBase):
         return M.cast(self, dtypes.bool_)
 
     def cpu(self):
-        from .ops.device import to_device
-
         return to_device(self, "cpu")
 
     def detach(self):
@@ -227,8 +222,6 @@ class Tensor(TensorBase):
             self._realized()
             st = self._storage
             if st.arena is not None and st.arena.transient:
-                from .autograd.api import _persistent_copy
-
                 moved = _persistent_copy(self)
                 self._storage, self._strides, self._offset = moved._storage, moved._strides, moved._offset
                 self._node = None
@@ -273,8 +266,6 @@ class Tensor(TensorBase):
         """A new leaf in persistent memory with this tensor's value (and requires_grad), as torch's deepcopy."""
         if id(self) in memo:
             return memo[id(self)]
-        from .autograd.api import _persistent_copy
-
         self._realized()
         out = _persistent_copy(self)
         if type(self) is not Tensor:
@@ -312,8 +303,6 @@ def _autograd():
     """plast.autograd.api (it imports this module's dependents: bound on first use, not imported per call)."""
     global _AUTOGRAD
     if _AUTOGRAD is None:
-        from .autograd import api as autograd
-
         _AUTOGRAD = autograd
     return _AUTOGRAD
 
@@ -321,8 +310,6 @@ def _autograd():
 def _bind_try_replay(t):
     """autograd.backward_replay.try_replay, bound on first use (the engine imports this module)."""
     global _try_replay
-    from .autograd.backward_replay import try_replay
-
     _try_replay = try_replay
     return try_replay(t)
 
@@ -351,8 +338,6 @@ def scalar_tensor(value, dtype, device):
         if device.type == "cpu":
             np.frombuffer(st, dtype=dtype.np, count=1)[0] = value
         else:
-            from .ops.device import write_host
-
             write_host(t, value)
         _SCALAR_CACHE[key] = t
     return t

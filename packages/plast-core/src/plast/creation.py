@@ -13,6 +13,7 @@ from ._tensor import Tensor
 from .graph import tape
 from .memory import arenas as _arenas
 from .memory.arena import borrow
+from .ops.device import _check_device, write_host
 
 
 def _shape_arg(size, fn):
@@ -29,8 +30,6 @@ def _shape_arg(size, fn):
 def _device(device):
     """The device object for `device`; for CUDA, its arenas and kernels are set up now (CudaUnavailableError
     says why when there is no usable GPU)."""
-    from .ops.device import _check_device
-
     return _check_device(as_device(device))
 
 
@@ -53,8 +52,6 @@ def _write(t, arr):
     if t.device.type == "cpu":
         _leaf_array(t)[...] = arr
     else:
-        from .ops.device import write_host
-
         write_host(t, arr)
 
 

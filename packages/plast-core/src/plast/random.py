@@ -7,6 +7,7 @@ numbers for the same seed, and a saved state restores a run exactly.
 
 import numpy as np
 
+from .graph import tape
 from .kernels.cpu import _kernels
 
 
@@ -117,8 +118,6 @@ def fill(kind, storage_address, dtype_code, n, p1, p2, generator=None):
 def fill_tensor(t, kind, p1, p2, generator=None):
     """Fill a contiguous tensor with draws from `generator`; inside @plast.jit the draw is part of the plan, so a
     replay draws fresh numbers from the generator's offset at that time."""
-    from .graph import tape
-
     g = _gen(generator)
 
     def draw(out):

@@ -22,6 +22,7 @@ import tempfile
 
 import numpy as np
 
+from ._core.cuda_driver import CudaUnavailableError
 from ._core.errors import CheckpointError
 
 FORMAT = "plast.save/1"
@@ -122,8 +123,6 @@ def _placer(map_location):
 
     def restore(arr, dev, saved):
         if dev.type == "cuda":
-            from ._core.cuda_driver import CudaUnavailableError
-
             try:
                 return tensor(arr, device=dev)
             except CudaUnavailableError as e:

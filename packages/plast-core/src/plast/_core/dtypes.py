@@ -70,17 +70,6 @@ def promote(a, b):
     return a if a._rank >= b._rank else b
 
 
-def promote_scalar(t, value):
-    """Result dtype of a binary op between a tensor of dtype t and a Python scalar (weak typing, as in torch)."""
-    if isinstance(value, bool):
-        return t
-    if isinstance(value, int):
-        return int64 if t is bool_ else t
-    if isinstance(value, float):
-        return t if t.is_floating_point else default_float
-    raise DTypeError(f"expected a tensor or a Python number, got {type(value).__name__}")
-
-
 def _category(d):
     return 2 if d.is_floating_point else 0 if d is bool_ else 1
 

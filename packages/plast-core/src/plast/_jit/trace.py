@@ -33,8 +33,12 @@ import os
 
 from .._core._structs import TensorBase as Tensor  # every plast.Tensor is one
 from .._core.errors import JitError
+from ..autograd.api import _persistent_copy
 from ..graph import tape as _tape_mod
+from ..graph.planner import plan_memory
+from ..graph.realize import realize
 from ..graph.tape import Step, Tape
+from ..memory import arenas as _arenas
 
 
 def _debug():
@@ -139,8 +143,6 @@ class JitFunction:
         tensors = [a for a in (args + tuple(kwargs.values()) if kwargs else args) if isinstance(a, Tensor)]
         pending = [t for t in tensors if t._storage is None]
         if pending:
-            from ..graph.realize import realize
-
             realize(pending)
         for t in tensors:
             t._storage.check()
@@ -149,8 +151,6 @@ class JitFunction:
         if plan is not None and plan.valid():
             return self._replay(plan, tensors)
         out = self._trace(key, args, kwargs)
-        from ..memory import arenas as _arenas
-
         for dev in {t.device.type for t in tensors} or {"cpu"}:
             _arenas.transient(dev).release_if_idle()
         return out
@@ -158,8 +158,6 @@ class JitFunction:
     # ---- trace ----
     def _trace(self, key, args, kwargs):
         from .._tensor import Tensor
-        from ..autograd.api import _persistent_copy
-        from ..graph.planner import plan_memory
 
         if _debug():
             print(f"plast.jit: trace {self.fn.__qualname__} (plan {len(self.plans) + 1})")
@@ -180,8 +178,6 @@ class JitFunction:
             out = self.fn(*args2, **kwargs2)
             leaves = []
             tree = _flatten(out, leaves)
-            from ..graph.realize import realize
-
             realize([t for t in leaves if t._storage is None])
             results = [_persistent_copy(t) for t in leaves]  # taped: copies into persistent memory
         finally:
@@ -321,8 +317,6 @@ def _arg_views(tape, aliases):
 
 def _fresh(t):
     """A new persistent tensor with t's value: what one call hands to its caller."""
-    from ..autograd.api import _persistent_copy
-
     return _persistent_copy(t)
 
 

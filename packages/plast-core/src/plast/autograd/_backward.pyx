@@ -16,6 +16,11 @@ from .._core import grad_mode as autograd_state
 from ..graph import tape
 from ..graph.realize import realize
 from ..graph._scheduler import note_copy
+from ..ops.elementwise import add
+from ..ops.movement import cast
+from ..ops.reduce import sum_to_shape
+from .._core.errors import ShapeError
+from ..ops.device import copy_values
 
 # op-layer functions, bound on first use (the op modules import the engine)
 cdef object _cast = None, _sum_to_shape = None, _add = None, _ones_like = None
@@ -24,10 +29,6 @@ cdef object _cast = None, _sum_to_shape = None, _add = None, _ones_like = None
 cdef _bind_ops():
     global _cast, _sum_to_shape, _add, _ones_like
     from ..creation import ones_like
-    from ..ops.elementwise import add
-    from ..ops.movement import cast
-    from ..ops.reduce import sum_to_shape
-
     _cast, _sum_to_shape, _add, _ones_like = cast, sum_to_shape, add, ones_like
 
 
@@ -182,8 +183,6 @@ def run_backward(list roots, list grad_roots, want=None, list checked=None):
                 )
             g = _ones(r)
         elif tuple(g.shape) != tuple(r.shape):
-            from .._core.errors import ShapeError
-
             raise ShapeError(f"backward: gradient has shape {tuple(g.shape)}, the output has {tuple(r.shape)}")
         p = _producer(r)
         if p is not None:
@@ -291,8 +290,6 @@ def persistent_copy(TensorBase t):
         if dev.type == "cpu":
             copy_run(t, out)  # one dtype, any strides
         else:  # GPU memory is no host buffer: a device-side copy (plast.ops.device)
-            from ..ops.device import copy_values
-
             copy_values(out, t)
     if tape._tape is not None:
         tape.note_copy(out, t, "persist")

@@ -34,6 +34,7 @@ from ..memory import arenas as _arenas
 from .._core.devices import CPU
 from .._core import grad_mode as autograd_state
 from .._core._state cimport flag, is_set
+from ..graph._graph import tensor_class
 
 cdef object _CPU = CPU  # the device most tensors carry (compared by identity first)
 cdef dict _ARENAS = _arenas._arenas  # {device type: (persistent, transient)}, mutated in place
@@ -333,7 +334,6 @@ cdef class Program:
         having done nothing, when one of the program's guards fails."""
         global _run_steps, _Tensor
         if _run_steps is None:
-            from ..graph._graph import tensor_class
             from .._jit._replay import run
 
             _run_steps, _Tensor = run, tensor_class()

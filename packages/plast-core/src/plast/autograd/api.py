@@ -15,6 +15,7 @@ from .._core.grad_mode import (  # noqa: F401 (plast.autograd's names)
     set_grad_enabled,
 )
 from ..graph import tape
+from ..ops.elementwise import add
 from . import backward_replay
 from ._backward import finish as _finish
 from ._backward import persistent_copy, place_gradients, run_backward
@@ -61,8 +62,6 @@ def _backward_leaves(tensors, grad_tensors, checked=None, retain_graph=None, cre
         if g is None:
             continue
         if t.grad is not None:  # accumulate
-            from ..ops.elementwise import add
-
             with _grad_mode(create_graph):
                 g = add(t.grad, g)
         updates.append((t, g))

@@ -10,11 +10,12 @@ unreplayable and keeps running the ordinary way. ``PLAST_PLAN_CACHE=0`` turns re
 import contextlib
 import weakref
 
-from .._core._structs import Node
+from .._core._structs import Node, TensorBase
 from ..graph import realize
 from ..graph._graph import tensor_class
 from ..graph._scheduler import _GroupKernel, set_capture
 from ..graph.planner import place
+from ..graph.tape import Step
 from . import _backward_replay as _br
 from ._backward import root_ones
 
@@ -162,8 +163,6 @@ class _Recorder:
         return a
 
     def _step(self, kernel, node, inputs, outputs):
-        from ..graph.tape import Step
-
         i = len(self.steps)
         if isinstance(kernel, _GroupKernel) and _holds_tensor(kernel.args):
             raise Unreplayable(f"fused kernel {node.op.name} has tensor arguments")
@@ -236,6 +235,4 @@ class _Recorder:
 
 
 def _holds_tensor(args):
-    from .._core._structs import TensorBase
-
     return any(isinstance(a, TensorBase) or (isinstance(a, (tuple, list)) and _holds_tensor(a)) for a in args)

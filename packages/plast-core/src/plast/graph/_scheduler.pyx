@@ -21,6 +21,7 @@ from ..memory.arena cimport Arena, Storage, check_storage
 from ..memory import arenas as _arenas
 from .._core import grad_mode as autograd_state
 from . import tape
+from ..kernels.cpu import _kernels, kernels
 
 # _arenas' {device type: (persistent, transient)} (mutated in place, never rebound): read here without a call
 cdef dict _ARENAS = _arenas._arenas
@@ -155,8 +156,6 @@ cdef dict _BIN_CODES = None
 
 cdef _bind_kernels():
     global _K_binary, _K_copy, _K_view, _BIN_CODES
-    from ..kernels.cpu import _kernels, kernels
-
     _K_binary, _K_copy, _K_view, _BIN_CODES = kernels.binary, kernels.copy, kernels.view, _kernels.BINARY_CODES
 
 

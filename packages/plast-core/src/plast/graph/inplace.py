@@ -11,6 +11,8 @@ An in-place op computes the new value out of place from an alias of the old one,
 import weakref
 
 from .._core import grad_mode as autograd_state
+from .._core.errors import ShapeError
+from ..kernels.cpu.kernels import np_view
 from . import tape
 from ._mutation import pending_readers as _pending_readers
 from .realize import realize
@@ -112,8 +114,6 @@ def _write_window(t, old, new):
 
 def apply_inplace(t, fn, opname):
     """Make `t` hold ``fn(old value of t)`` and return t."""
-    from .._core.errors import ShapeError
-    from ..kernels.cpu.kernels import np_view
     from ..ops import movement
 
     _check_leaf(t, opname)

@@ -10,6 +10,8 @@ which starts and ends a trace and turns its tape into a plan).
 
 import weakref
 
+from ..kernels.cpu.kernels import np_view
+
 _tape = None  # the Tape being recorded, or None
 _host_side = 0  # >0 while runtime_input callbacks run: their writes are not part of the plan
 
@@ -78,8 +80,6 @@ def device_copy(node, inputs, outputs):
     if dst.device == src.device:
         copy_values(dst, src)
     elif dst.device.type == "cpu":
-        from ..kernels.cpu.kernels import np_view
-
         if dst.numel():
             np_view(dst)[...] = host_array(src)
     else:

@@ -3,6 +3,7 @@ transient (results of ops). DESIGN §3."""
 
 import contextlib
 
+from .._core import cuda_driver as backend
 from .._core.devices import Device, as_device
 from .arena import Arena
 from .arena import view_of as _cpu_view_of
@@ -23,8 +24,6 @@ def _make(dev_type, persistent_bytes=None, transient_bytes=None, grow=True):
 def _make_cuda(persistent_bytes, transient_bytes, grow):
     """Device arenas from the CUDA backend, imported only now (the first CUDA tensor or init_arenas): pycuda
     stays unimported in CPU-only programs. Raises CudaUnavailableError saying why when there is no usable GPU."""
-    from .._core import cuda_driver as backend
-
     backend.require()
     from . import cuda as memory
 

@@ -13,7 +13,10 @@ import numpy as np
 
 from .._core import grad_mode as autograd_state
 from .._core.devices import as_device
+from .._core.errors import DeviceMismatchError
 from ..graph._graph import record
+from ..graph.tape import tracing
+from ..kernels.cpu.kernels import np_view
 from ..memory import arenas as _arenas
 from .registry import register
 
@@ -55,7 +58,6 @@ def _check_device(dev):
 def to_device(x, device):
     """x on `device` (x itself when it is there already)."""
     from .._tensor import Tensor
-    from ..graph.tape import tracing
 
     if not isinstance(x, Tensor):
         raise TypeError(f"to_device: expected a tensor, got {type(x).__name__}")
@@ -99,8 +101,6 @@ def host_array(t):
         from ..kernels.cuda import transfer
 
         return transfer.to_host_array(t)
-    from ..kernels.cpu.kernels import np_view
-
     return np_view(t)
 
 
@@ -112,8 +112,6 @@ def write_host(t, values):
 
         transfer.write_from_host(t, values)
         return
-    from ..kernels.cpu.kernels import np_view
-
     if t.numel():
         np_view(t)[...] = np.asarray(values)
 
@@ -121,16 +119,12 @@ def write_host(t, values):
 def copy_values(dst, src):
     """dst[...] = src for two realized tensors of one shape on one device."""
     if dst.device != src.device:
-        from .._core.errors import DeviceMismatchError
-
         raise DeviceMismatchError(f"copy_values: tensors are on {dst.device} and {src.device}")
     if dst.device.type == "cuda":
         from ..kernels.cuda import transfer
 
         transfer.copy_values(dst, src)
         return
-    from ..kernels.cpu.kernels import np_view
-
     if dst.numel():
         np_view(dst)[...] = np_view(src)
 

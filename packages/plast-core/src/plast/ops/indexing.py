@@ -22,10 +22,12 @@ import numpy as np
 from .._core import dtypes
 from .._core.errors import DeviceMismatchError, DTypeError, ShapeError
 from .._core.grad_mode import is_grad_enabled
-from .._core.shapes import norm_dim
+from .._core.shapes import broadcast_shapes, norm_dim
 from ..graph._graph import record
 from ..graph.inplace import apply_inplace
+from ..graph.tape import tracing
 from ..kernels.cpu import kernels_indexing as kix
+from ..kernels.cpu.kernels import np_view
 from . import movement
 from .registry import register
 from .shape import _identity_map, flatten, strided_view
@@ -127,8 +129,6 @@ def _check_values(t, size, dim, wrap):
     """Check an index tensor's values now when it already holds them (else the kernel checks them)."""
     if t._storage is None or t.numel() == 0 or t.device.type != "cpu":
         return  # on the GPU the kernel checks (reading indices back here would cost a sync per op)
-    from ..kernels.cpu.kernels import np_view
-
     t._storage.check()
     a = np_view(t)
     lo, hi = int(a.min()), int(a.max())
@@ -145,8 +145,6 @@ def _values_of(t):
 
 
 def _tracing():
-    from ..graph.tape import tracing
-
     return tracing()
 
 
@@ -412,8 +410,6 @@ def masked_select(x, mask):
     >>> plast.masked_select(plast.tensor([1, 2, 3]), plast.tensor([True, False, True])).tolist()
     [1, 3]
     """
-    from .._core.shapes import broadcast_shapes
-
     if mask.dtype is not dtypes.bool_:
         raise DTypeError(f"masked_select: mask must be a bool tensor, got {mask.dtype}")
     shape = broadcast_shapes(x.shape, mask.shape, op="masked_select")
@@ -820,8 +816,6 @@ def take_along_dim(x, indices, dim=None):
             "of dims"
         )
     d = norm_dim(dim, x.ndim, "take_along_dim")
-    from .._core.shapes import broadcast_shapes
-
     xs = list(x.shape)
     js = list(indices.shape)
     xs[d] = js[d] = 1

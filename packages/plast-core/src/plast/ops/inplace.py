@@ -6,7 +6,11 @@ The mechanism is graph/inplace.py: each op here only says how the new value is c
 import numbers
 
 from .. import random
-from ..graph.inplace import apply_inplace
+from .._core import grad_mode as autograd_state
+from .._core.errors import ShapeError
+from .._core.shapes import broadcast_shapes
+from ..graph.inplace import apply_inplace, write_inplace
+from ..kernels.cpu.kernels import np_view
 from . import movement
 from .elementwise import add, div, mul, sub
 
@@ -84,10 +88,6 @@ def _copy_across(t, src):
     """copy_ from another device. Outside a graph the values cross once, straight into t's memory (host values
     are broadcast and cast on the host); otherwise src moves by the ``to_device`` op, so the gradient goes back
     to src's device, and the copy is an ordinary in-place op on t's device."""
-    from .._core import grad_mode as autograd_state
-    from .._core.errors import ShapeError
-    from .._core.shapes import broadcast_shapes
-    from ..graph.inplace import write_inplace
     from .device import to_device
 
     if broadcast_shapes(tuple(src.shape), tuple(t.shape), op="copy_") != tuple(t.shape):
@@ -116,8 +116,6 @@ def _write_across(dst, src):
         return
     if not dst.numel():
         return
-    from ..kernels.cpu.kernels import np_view
-
     view = np_view(dst)
     if src.dtype is dst.dtype and tuple(src.shape) == tuple(dst.shape) and view.flags.c_contiguous:
         from ..kernels.cuda import transfer
@@ -132,7 +130,6 @@ def _random_(t, kind, p1, p2, generator, opname):
     same seed). A contiguous t outside any graph is filled in its own memory; otherwise a fresh tensor is drawn
     and copied in."""
     from ..creation import _fill_random_cuda, empty
-    from ..graph.inplace import write_inplace
 
     if not t.dtype.is_floating_point:
         raise TypeError(f"{opname} needs a floating point tensor, got {t.dtype}")

@@ -1,5 +1,6 @@
 """Casts, copies and views."""
 
+from .._core import grad_mode as autograd_state
 from .._core.errors import ShapeError
 from ..graph._graph import record
 from ..kernels.cpu import kernels as cpu
@@ -19,8 +20,6 @@ COPY = register("copy", cpu=cpu.copy, backward=lambda node, g: (g,), fusible=Tru
 def clone(x):
     """A copy of x. Outside a graph (``t.detach().clone()``) the copy is made now, in persistent memory, so it
     survives reset_transient_arenas() (DESIGN §3); inside a graph it is an op like any other."""
-    from .._core import grad_mode as autograd_state
-
     if x.requires_grad and autograd_state.grad_enabled:
         return record(COPY, (x,), (), [(x.shape, x.dtype)], x.device)[0]
     from ..autograd.api import _persistent_copy

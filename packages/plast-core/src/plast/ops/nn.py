@@ -13,7 +13,9 @@ from .._core.errors import DTypeError, ShapeError
 from .._core.grad_mode import is_grad_enabled, no_grad
 from .._core.shapes import broadcast_shapes, norm_dim
 from ..graph._graph import record
+from ..graph.tape import tracing
 from ..kernels.cpu import kernels_nn as K
+from ..kernels.cpu.kernels import np_view
 from . import _linalg, movement
 from . import reduce as R
 from .elementwise import add, div, mul, neg, sub
@@ -63,12 +65,8 @@ def _outputs(node):
 
 def _realized_array(t):
     """numpy values of an already-realized tensor (for eager index checks), else None."""
-    from ..graph.tape import tracing
-
     if t._storage is None or tracing() or t.device.type != "cpu":
         return None  # GPU tensors: the kernels check the values
-    from ..kernels.cpu.kernels import np_view
-
     t._storage.check()
     return np_view(t)
 

@@ -15,6 +15,7 @@ from .._core import dtypes
 from .._core.errors import DTypeError, ShapeError
 from .._core.shapes import norm_dim, numel
 from ..graph._graph import record
+from ..graph.tape import tracing
 from ..kernels.cpu import kernels as cpu
 from ..kernels.cpu import kernels_reduce as rk
 from . import _reduce, movement
@@ -706,7 +707,6 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
     [1, 1]
     """
     from ..creation import rand
-    from ..graph.tape import tracing
 
     if not probs.dtype.is_floating_point:
         raise DTypeError(f"multinomial(): only supports floating-point weights, got {probs.dtype}")

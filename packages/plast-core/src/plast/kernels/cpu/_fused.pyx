@@ -115,14 +115,9 @@ def run_program_nd(bytes program, int dtype, shape, in_addrs, in_strides, out_ad
         raise ValueError(f"fused program: run failed (code {rc})")
 
 
-def run_program_tensors(bytes program, TensorBase out, inputs):
+cdef int chain_run(bytes program, TensorBase out, object inputs) except -1:
     """The elementwise-chain group kernel's body: run `program` writing `out` (any strides) from the tensors
     `inputs` (broadcast to out's shape), reading addresses and strides from the tensors directly."""
-    chain_run(program, out, inputs)
-
-
-cdef int chain_run(bytes program, TensorBase out, object inputs) except -1:
-    """See run_program_tensors."""
     cdef int nin = len(inputs), k, rc, code = out.dtype.code
     if nin > MAX_IO:
         raise ValueError(f"fused program: at most {MAX_IO} inputs")

@@ -76,11 +76,6 @@ def have_openmp():
     return bool(PLAST_HAVE_OPENMP)
 
 
-def simd_max():
-    """Name of the widest SIMD path this CPU supports."""
-    return SIMD_NAMES[_simd_max]
-
-
 def simd_available():
     return SIMD_NAMES[: _simd_max + 1]
 

@@ -33,14 +33,6 @@ cdef bint _merge_c(shape, strides, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *siz
     return True
 
 
-def _merge(shape, strides, Py_ssize_t lo, Py_ssize_t hi):
-    """(size, stride) of dims lo..hi merged into one, or None when they don't merge (see _merge_c)."""
-    cdef Py_ssize_t size, stride
-    if not _merge_c(shape, strides, lo, hi, &size, &stride):
-        return None
-    return size, stride
-
-
 def as3d(t, a, b):
     """(outer, n, inner, (s_outer, s_n, s_inner)) for dims [0, a), [a, b), [b, ndim) of tensor `t`, strides in
     elements; None when a group of dims can't be merged into one stride."""

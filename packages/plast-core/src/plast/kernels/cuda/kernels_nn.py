@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..._core.cuda_driver import matmul as flags
 from ...memory import cuda as memory
 from . import abi, graphs
 from .abi import Params
@@ -80,8 +81,6 @@ def gemm(a, b, out, *, bias=None, alpha=1.0, beta=1.0, act=0):
     sbk, sbn = b_st[-2], b_st[-1]
     a_kfast = 1 if abs(sak) <= abs(sam) else 0
     b_nfast = 1 if abs(sbn) <= abs(sbk) else 0
-    from ..._core.cuda_driver import matmul as flags
-
     tf32 = code == 3 and flags.allow_tf32
     args = abi.gemm_args(
         M,

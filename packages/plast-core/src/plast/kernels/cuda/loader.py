@@ -24,6 +24,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ..._core.cuda_driver import require
 from ..._core.errors import PlastError
 
 KERNEL_DIR = Path(__file__).resolve().parent / "cu"
@@ -205,8 +206,6 @@ _modules = {}
 
 
 def _require():
-    from ..._core.cuda_driver import require
-
     require("the CUDA backend")
 
 
