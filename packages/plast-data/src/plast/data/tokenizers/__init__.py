@@ -1,4 +1,5 @@
-"""Tokenizers: byte-level BPE (``BPETokenizer``) and character-level (``CharTokenizer``).
+"""Tokenizers: byte-level BPE (``BPETokenizer``), character-level (``CharTokenizer``) and BERT's WordPiece
+(``WordPieceTokenizer``, which reads Hugging Face's ``tokenizer.json`` / ``vocab.txt``).
 
 >>> from plast.data.tokenizers import BPETokenizer
 >>> tok = BPETokenizer().train("the cat sat on the mat " * 20, vocab_size=270)
@@ -11,5 +12,14 @@ Model files are versioned ASCII text; see ``plast.data.tokenizers._format`` for 
 from plast.data.tokenizers._base import Tokenizer, load
 from plast.data.tokenizers.bpe import GPT2_SPLIT_PATTERN, GPT4_SPLIT_PATTERN, BPETokenizer
 from plast.data.tokenizers.char import CharTokenizer
+from plast.data.tokenizers.wordpiece import WordPieceTokenizer
 
-__all__ = ["BPETokenizer", "CharTokenizer", "GPT2_SPLIT_PATTERN", "GPT4_SPLIT_PATTERN", "Tokenizer", "load"]
+__all__ = [
+    "BPETokenizer",
+    "CharTokenizer",
+    "GPT2_SPLIT_PATTERN",
+    "GPT4_SPLIT_PATTERN",
+    "Tokenizer",
+    "WordPieceTokenizer",
+    "load",
+]
