@@ -9,6 +9,7 @@ plast.Size([4, 1])
 from . import functional, init, utils
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .attention import MultiheadAttention
+from .bert import BertConfig, BertModel, BertModelOutput
 from .containers import ModuleDict, ModuleList, Sequential
 from .conv import Conv2d
 from .dropout import Dropout
@@ -19,6 +20,7 @@ from .module import Module, RemovableHandle
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm
 from .parameter import Buffer, Parameter
 from .pooling import AvgPool2d, MaxPool2d
+from .sentence_encoder import Pooling, SentenceEncoder
 from .sparse import Embedding
 from .transformer import (
     LearnedPositionalEmbedding,
@@ -58,6 +60,11 @@ __all__ = [
     "causal_mask",
     "GPT",
     "GPTConfig",
+    "BertConfig",
+    "BertModel",
+    "BertModelOutput",
+    "Pooling",
+    "SentenceEncoder",
     "ReLU",
     "GELU",
     "SiLU",
