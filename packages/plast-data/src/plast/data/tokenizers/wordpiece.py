@@ -23,6 +23,7 @@ fast path of ``str.translate`` and one regex; word pieces are cached per word.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -36,6 +37,20 @@ import numpy as np
 from plast.data.tokenizers import _bert_unicode
 
 _CACHE_LIMIT = 1 << 17  # word -> piece ids entries kept before the cache is cleared
+_chain = itertools.chain.from_iterable
+
+
+class _WordCache(dict):
+    """word -> its piece ids, computed on first sight."""
+
+    def __init__(self, compute):
+        super().__init__()
+        self._compute = compute
+
+    def __missing__(self, word):
+        ids = self[word] = self._compute(word)
+        return ids
+
 
 # Rust's char::is_whitespace is Python's str.isspace without the four information separators U+001C..U+001F.
 _WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace() and not 0x1C <= c <= 0x1F)
@@ -204,7 +219,7 @@ class WordPieceTokenizer:
                 t for t in (pad_token, unk_token, cls_token, sep_token, "[MASK]") if t in self.vocab
             ]
         self._set_added(list(added_tokens))
-        self._cache: dict[str, list[int]] = {}
+        self._cache = _WordCache(self._word_ids)
         self.truncation: dict | None = None
         self.padding: dict | None = None
 
@@ -418,20 +433,20 @@ class WordPieceTokenizer:
         return out
 
     def _ordinary_ids(self, text: str) -> list[int]:
-        cache, out = self._cache, []
-        for word in self.pre_tokenize(self.normalize(text)):
-            ids = cache.get(word)
-            if ids is None:
-                if len(cache) >= _CACHE_LIMIT:
-                    cache.clear()
-                ids = cache[word] = self._word_ids(word)
-            out += ids
-        return out
+        cache = self._cache
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        # NOTE: a dict with __missing__, so that the per-word loop runs in C (map + chain) except on a miss
+        return list(_chain(map(cache.__getitem__, self.pre_tokenize(self.normalize(text)))))
 
     def _text_ids(self, text: str) -> list[int]:
         if not isinstance(text, str):
             raise TypeError(f"expected a str to encode, got {type(text).__name__} {text!r}")
-        if self._added_re is None or not any(c in text for c in self._added_first):
+        first = self._added_first
+        maybe_added = self._added_re is not None and (
+            first in text if len(first) == 1 else any(c in text for c in first)
+        )
+        if not maybe_added:
             return self._ordinary_ids(text)
         out: list[int] = []
         for i, part in enumerate(self._added_re.split(text)):
@@ -497,10 +512,10 @@ class WordPieceTokenizer:
         cls, sep = self.cls_id, self.sep_id
         if b is None:
             ids = [cls, *a, sep]
-            return ids, [0] * len(ids), [1, *(0 for _ in a), 1]
+            return ids, [0] * len(ids), [1] + [0] * len(a) + [1]
         ids = [cls, *a, sep, *b, sep]
         types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
-        special = [1, *(0 for _ in a), 1, *(0 for _ in b), 1]
+        special = [1] + [0] * len(a) + [1] + [0] * len(b) + [1]
         return ids, types, special
 
     def _encodings(self, texts, pairs, add_special_tokens, truncation, padding) -> list[Encoding]:
