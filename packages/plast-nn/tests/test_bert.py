@@ -214,9 +214,12 @@ def test_tiny_model_matches_sentence_transformers(tmp_path):
     enc = nn.SentenceEncoder.from_pretrained(d)
     ref = SentenceTransformer(str(d), device="cpu")
     for bs in (1, 2, 32):
-        np.testing.assert_allclose(
-            enc.encode(SENTENCES, batch_size=bs), ref.encode(SENTENCES, batch_size=bs), atol=1e-5
-        )
+        want = ref.encode(SENTENCES, batch_size=bs)
+        for length_sort in ("tokens", "chars"):
+            got = enc.encode(SENTENCES, batch_size=bs, length_sort=length_sort)
+            np.testing.assert_allclose(got, want, atol=1e-5)
+    with pytest.raises(ValueError, match="length_sort"):
+        enc.encode(["a"], length_sort="words")
     one = enc.encode("a cat", normalize_embeddings=True)
     assert one.shape == (16,) and abs(float(np.linalg.norm(one)) - 1) < 1e-5
     t = enc.encode(["a", "b"], convert_to_tensor=True)
