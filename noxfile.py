@@ -176,6 +176,8 @@ def build(session: nox.Session) -> None:
 def tests(session: nox.Session, dist: str) -> None:
     """One distribution's tests, against plast-core's wheel and the siblings it needs."""
     extra = TEST_DEPS + ([TORCH] if dist in {"core", "nn"} else [])
+    if dist == "data":
+        extra.append("tokenizers")  # the WordPiece oracle (about 9 s to install; it never pulls torch)
     install_dists(session, NEEDS[dist], *extra)
     run_pytest(session, dist, *session.posargs)
 

@@ -29,7 +29,7 @@ from plast.data.sampler import (
     SequentialSampler,
     SubsetRandomSampler,
 )
-from plast.data.tokenizers import BPETokenizer, CharTokenizer
+from plast.data.tokenizers import BPETokenizer, CharTokenizer, WordPieceTokenizer
 
 __all__ = [
     "BPETokenizer",
@@ -48,6 +48,7 @@ __all__ = [
     "SubsetRandomSampler",
     "TensorDataset",
     "TokenWindows",
+    "WordPieceTokenizer",
     "WorkerInfo",
     "corpora",
     "default_collate",

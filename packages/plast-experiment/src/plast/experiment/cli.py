@@ -6,6 +6,8 @@
     plast plot RUN [RUN ...] [--out PNG] [--metric NAME ...]
     plast export RUN [--out CSV]
     plast show-config
+    plast embed SENTENCE ... [--file FILE] [--model DIR] [--batch-size N] [--similarity]
+    plast search --corpus FILE QUERY [--top-k K] [--model DIR]
 
 ``plast train`` with no arguments trains the default config (``plast train --show`` prints it): a small GPT on
 the text of Python's own documentation, in a few minutes on two CPU cores.
@@ -275,6 +277,10 @@ def _parser() -> argparse.ArgumentParser:
         "show-config", help="the installed plast distributions and build (plast.show_config())"
     )
     c.set_defaults(fn=_cmd_show_config)
+
+    from plast.experiment import embed
+
+    embed.add_parsers(sub)
     return p
 
 

@@ -14,6 +14,7 @@ from . import (
 )
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .attention import MultiheadAttention
+from .bert import BertConfig, BertModel, BertModelOutput
 from .containers import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d
 from .distance import CosineSimilarity, PairwiseDistance
@@ -41,6 +42,7 @@ from .parameter import Buffer, Parameter
 from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .pooling import AvgPool2d, MaxPool2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .sentence_encoder import Pooling, SentenceEncoder
 from .sparse import Embedding
 from .torch_transformer import (
     Transformer,
@@ -116,6 +118,11 @@ __all__ = [
     "causal_mask",
     "GPT",
     "GPTConfig",
+    "BertConfig",
+    "BertModel",
+    "BertModelOutput",
+    "Pooling",
+    "SentenceEncoder",
     "ReLU",
     "GELU",
     "SiLU",

@@ -1,4 +1,5 @@
-"""Tokenizers: byte-level BPE (``BPETokenizer``) and character-level (``CharTokenizer``).
+"""Tokenizers: byte-level BPE (``BPETokenizer``), character-level (``CharTokenizer``) and BERT's WordPiece
+(``WordPieceTokenizer``, which reads Hugging Face's ``tokenizer.json`` / ``vocab.txt``).
 
 >>> from plast.data.tokenizers import BPETokenizer
 >>> tok = BPETokenizer().train("the cat sat on the mat " * 20, vocab_size=270)
@@ -19,6 +20,7 @@ from plast.data.tokenizers.bpe import (
     register_split_pattern,
 )
 from plast.data.tokenizers.char import CharTokenizer
+from plast.data.tokenizers.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "BPETokenizer",
@@ -26,6 +28,7 @@ __all__ = [
     "GPT2_SPLIT_PATTERN",
     "GPT4_SPLIT_PATTERN",
     "Tokenizer",
+    "WordPieceTokenizer",
     "known_split_patterns",
     "load",
     "register_split_pattern",
