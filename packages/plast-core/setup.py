@@ -101,6 +101,7 @@ def _package_digest() -> bytes:
             *(SRC / "plast").rglob("*.pxd"),
             *(SRC / "plast").rglob("csrc/*"),
             *(SRC / "plast").rglob("__init__.py"),
+            *(SRC / "plast" / "_core").glob("*.h"),
         ]
         for f in sorted(files):
             if f.is_file():
@@ -173,7 +174,11 @@ def _extensions() -> list[Extension]:
             Extension(
                 ".".join(rel.parts),
                 [str(pyx.relative_to(HERE))],
-                include_dirs=[np.get_include(), str(SRC / "plast" / "kernels" / "cpu" / "csrc")],
+                include_dirs=[
+                    np.get_include(),
+                    str(SRC / "plast" / "kernels" / "cpu" / "csrc"),
+                    str(SRC / "plast" / "_core"),  # codes.h
+                ],
                 define_macros=macros,
                 extra_compile_args=cflags + omp_c,
                 extra_link_args=omp_l,

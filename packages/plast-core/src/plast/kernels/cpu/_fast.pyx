@@ -17,6 +17,7 @@ from libc.stdint cimport int32_t, int64_t, uintptr_t
 import numpy as np
 
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level
+from plast._core.codes import REDUCTION_CODES
 
 cdef extern from "unary.h" nogil:
     int PLAST_UN_COUNT
@@ -93,7 +94,6 @@ UNARY_OPS = ("exp", "log", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", 
              "gelu_erf", "silu", "erf", "reciprocal", "square", "sign")
 UNARY_CODES = {name: i for i, name in enumerate(UNARY_OPS)}
 SM_SOFTMAX, SM_SAFE_SOFTMAX, SM_LOG_SOFTMAX = 0, 1, 2
-REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 RD_SUM, RD_MAX, RD_MIN = 0, 1, 2
 F32, F64 = 3, 4
 
@@ -240,7 +240,7 @@ def cross_entropy(Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner, uintptr_t x,
     cdef bint f64 = _is64(dtype, "cross_entropy kernel")
     cdef plast_op3 a = _op3(x, xs)
     cdef plast_op3_f64 ad = _op3d(x, xs)
-    cdef int rc, simd = simd_level(), nt = num_threads(), red = REDUCTIONS[reduction]
+    cdef int rc, simd = simd_level(), nt = num_threads(), red = REDUCTION_CODES[reduction]
     cdef int64_t bad = 0
     cdef const int64_t *t64 = <const int64_t *>t if t_is64 else NULL
     cdef const int32_t *t32 = NULL if t_is64 else <const int32_t *>t
@@ -262,7 +262,7 @@ def cross_entropy_bw(Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner, uintptr_t
     cdef bint f64 = _is64(dtype, "cross_entropy backward kernel")
     cdef plast_op3 a = _op3(x, xs), b = _op3(gx, gxs)
     cdef plast_op3_f64 ad = _op3d(x, xs), bd = _op3d(gx, gxs)
-    cdef int rc, simd = simd_level(), nt = num_threads(), red = REDUCTIONS[reduction]
+    cdef int rc, simd = simd_level(), nt = num_threads(), red = REDUCTION_CODES[reduction]
     cdef int64_t bad = 0
     cdef const int64_t *t64 = <const int64_t *>t if t_is64 else NULL
     cdef const int32_t *t32 = NULL if t_is64 else <const int32_t *>t

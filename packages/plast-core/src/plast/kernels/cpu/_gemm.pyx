@@ -21,9 +21,9 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from plast.kernels.cpu._runtime cimport num_threads, simd_level
 
-cnp.import_array()
+from plast._core.codes import ACT_CODES as ACTIVATIONS  # numbered once, in _core/codes.h
 
-ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu": 3, "gelu_erf": 3}
+cnp.import_array()
 
 
 # ---- exported entry points for other Cython modules (see _gemm.pxd) ----------------------------------------

@@ -10,9 +10,10 @@ from plast.kernels.cpu._gemm cimport gemm_batched_f32, gemm_batched_f64, plast_g
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK
 from plast.kernels.cpu._tensors cimport TensorBase, tensor_ptr
 
+from plast._core.codes import ACT_CODES  # noqa: F401 (also the jit replay's: _matmul.ACT_CODES)
+
 DEF MAXD = 16
 
-ACT_CODES = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu": 3, "gelu_erf": 3}
 
 
 cdef bint _layout(TensorBase t, const Py_ssize_t *oshape, int ond, int first, Py_ssize_t *ld, bint *trans,

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..._core.codes import ACT_CODES, REDUCTION_CODES
 from ..._core.cuda_driver import matmul as flags
 from ...memory import cuda as memory
 from . import abi, graphs
@@ -40,8 +41,6 @@ from .kernels import (
 )
 
 # ---- matmul -------------------------------------------------------------------------------------------------
-
-ACT_CODES = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_erf": 2, "gelu_tanh": 3}
 
 
 def _float_code(code, what):
@@ -139,7 +138,7 @@ def addmm_act(node, inputs, outputs, args):
     out = outputs[0]
     code = out.dtype.code
     bias, a, b = (as_code(operand(t), code) for t in inputs)
-    gemm(a, b, out, bias=bias, act=ACT_CODES[args[0]])
+    gemm(a, b, out, bias=bias, act=ACT_CODES[args[0] or "none"])
 
 
 # ---- softmax family -----------------------------------------------------------------------------------------
@@ -192,7 +191,6 @@ def softmax_backward(node, inputs, outputs):
 
 # ---- losses -------------------------------------------------------------------------------------------------
 
-REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 K_INDEX, K_PROB, K_NLL = 0, 1, 2
 NO_IGNORE = -(1 << 62)
 
@@ -262,7 +260,7 @@ def _loss_forward(op, kind_code, x, target, w, ignore_index, reduction, eps, out
             )
             p.ptr(wt.address).ptr(err)
             launch("loss", f"loss_rows_{SUF[code]}", (min(M, MAX_GRID),), (pow2_at_least(K, hi=256),), p)
-    red = REDUCTIONS[reduction]
+    red = REDUCTION_CODES[reduction]
     p = Params().i32(kind_code).i32(red).ptr(nll.address).ptr(smooth.address).ptr(wt.address).i64(M).i64(K)
     p.scalar(code, eps).ptr(addr(out))
     if red == 0:
@@ -329,7 +327,7 @@ def _loss_backward(op, mode, kind_code, g, x, target, w, ignore_index, reduction
     code = _float_code(out.dtype.code, op)
     x = as_code(x, code)
     lx, lt, sk, st, t64, K, M, rshape, target_c, wop = _loss_setup(x, target, w, kind_code, code)
-    red = REDUCTIONS[reduction]
+    red = REDUCTION_CODES[reduction]
     dn = None
     if red == 2 and kind_code != K_PROB:
         dn = _mean_divisor(op, x, target, w, ignore_index, code)

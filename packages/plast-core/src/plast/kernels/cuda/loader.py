@@ -28,6 +28,7 @@ from ..._core.cuda_driver import require
 from ..._core.errors import PlastError
 
 KERNEL_DIR = Path(__file__).resolve().parent / "cu"
+CODES_H = Path(__file__).resolve().parents[2] / "_core" / "codes.h"  # the codes C, CUDA and Python share
 NVCC_OPTIONS = ("-O3", "-std=c++17", "-lineinfo")
 
 
@@ -94,11 +95,16 @@ def source_path(name):
     return path
 
 
+def include_flags():
+    """nvcc's -I options: the kernels' folder and the one with codes.h."""
+    return ["-I", str(KERNEL_DIR), "-I", str(CODES_H.parent)]
+
+
 def module_key(name, arch, nvcc, options=NVCC_OPTIONS):
     """Cache key of a module's binary: source, every header, compiler version, options and architecture."""
     h = hashlib.sha256()
     h.update(source_path(name).read_bytes())
-    for hdr in sorted(KERNEL_DIR.glob("*.cuh")):
+    for hdr in [*sorted(KERNEL_DIR.glob("*.cuh")), CODES_H]:
         h.update(hdr.name.encode())
         h.update(hdr.read_bytes())
     h.update(nvcc_version(nvcc).encode())
@@ -174,7 +180,7 @@ def _cached_build(name, arch, key, nvcc, options, output, use_cache, source_file
     with tempfile.TemporaryDirectory(prefix="plast-nvcc-") as tmp:
         src = source_file(tmp)
         out = Path(tmp) / f"{name}.{output}"
-        cmd = [nvcc, flag, arch_flag, *options, "-I", str(KERNEL_DIR), "-o", str(out), str(src)]
+        cmd = [nvcc, flag, arch_flag, *options, *include_flags(), "-o", str(out), str(src)]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0 or not out.is_file():
             diags = parse_nvcc_output(res.stderr + res.stdout)

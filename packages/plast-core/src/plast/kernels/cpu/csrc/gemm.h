@@ -36,10 +36,7 @@ extern "C" {
 #define PLAST_GEMM_OK 0
 #define PLAST_GEMM_ENOMEM 1
 
-#define PLAST_ACT_NONE 0
-#define PLAST_ACT_RELU 1
-#define PLAST_ACT_GELU_TANH 2 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-#define PLAST_ACT_GELU_ERF 3  /* 0.5 x (1 + erf(x / sqrt(2))) */
+#include "codes.h" /* PLAST_ACT_*: the epilogue's activations (plast/_core/codes.h) */
 
 /* Pointers have the element type of C (float for the _f32 entry points, double for _f64). */
 typedef struct plast_gemm_epilogue {

@@ -16,7 +16,7 @@
 #include "softmax.h"
 
 #define PLAST_XENT_BAD_TARGET (-3)
-enum { PLAST_RED_NONE = 0, PLAST_RED_MEAN = 1, PLAST_RED_SUM = 2 };
+#include "codes.h" /* PLAST_RED_*: the reductions (plast/_core/codes.h) */
 
 /* out: one loss per position (reduction none, contiguous) or the reduced scalar. w: NULL or k weights. */
 int plast_xent_fwd_f32(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t k, ptrdiff_t inner, plast_op3 x,

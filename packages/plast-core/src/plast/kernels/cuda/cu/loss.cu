@@ -5,10 +5,10 @@
 // Input x is (N, K, d1, ...): `lx` maps a row m (over N, d1, ...) to its base offset and `sk` is the class
 // stride. Index targets are int64 or int32 (`t64`) with row layout `lt`; probability targets share x's shape
 // (row layout `lt`, class stride `st`). Bad class indices set the error flag (IndexError in Python).
+#include "codes.h" // PLAST_RED_*: the reductions (plast/_core/codes.h)
 #include "common.cuh"
 
 enum LossKind { K_INDEX = 0, K_PROB = 1, K_NLL = 2 };
-enum Reduction { RED_NONE = 0, RED_SUM = 1, RED_MEAN = 2 };
 
 __device__ __forceinline__ int64_t load_target(const void *t, int t64, int64_t off) {
     return t64 ? static_cast<const int64_t *>(t)[off] : (int64_t) static_cast<const int32_t *>(t)[off];
@@ -84,7 +84,7 @@ __device__ __forceinline__ void loss_finish_body(int kind, int reduction, const 
                                                  const T *wt, int64_t M, int64_t K, T eps, T *out) {
     __shared__ T scratch[32];
     const bool smoothing = kind == K_INDEX && eps != T(0);
-    if (reduction == RED_NONE) {
+    if (reduction == PLAST_RED_NONE) {
         for (int64_t m = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; m < M; m += (int64_t)gridDim.x * blockDim.x)
             out[m] = smoothing ? (T(1) - eps) * nll[m] + eps / T(K) * smooth[m] : nll[m];
         return;
@@ -101,10 +101,10 @@ __device__ __forceinline__ void loss_finish_body(int kind, int reduction, const 
     c = block_sum<T>(c, scratch);
     if (threadIdx.x != 0) return;
     T dn = T(1);
-    if (reduction == RED_MEAN) dn = kind == K_PROB ? T(M) : c;
+    if (reduction == PLAST_RED_MEAN) dn = kind == K_PROB ? T(M) : c;
     T total = a / dn;
     if (smoothing) total = (T(1) - eps) * total + eps / T(K) * b / dn;
-    if (kind == K_PROB && reduction == RED_MEAN && M == 0) total = Limits<T>::nan();
+    if (kind == K_PROB && reduction == PLAST_RED_MEAN && M == 0) total = Limits<T>::nan();
     out[0] = total;
 }
 
@@ -120,11 +120,11 @@ __device__ __forceinline__ void loss_bwd_body(int mode, int kind, int reduction,
                                               int64_t so, int64_t *err) {
     __shared__ T scratch[32];
     T dn = T(1);
-    if (reduction == RED_MEAN) dn = kind == K_PROB ? T(M) : *dn_ptr;
+    if (reduction == PLAST_RED_MEAN) dn = kind == K_PROB ? T(M) : *dn_ptr;
     for (int64_t m = blockIdx.x; m < M; m += gridDim.x) {
         const T *xr = x + layout_offset(lx, m);
         T *orow = out + layout_offset(lo, m);
-        const T gm = mode == 0 ? (reduction == RED_NONE ? g[layout_offset(lg, m)] : g[0]) : T(1);
+        const T gm = mode == 0 ? (reduction == PLAST_RED_NONE ? g[layout_offset(lg, m)] : g[0]) : T(1);
         T lse = T(0);
         if (mode == 0) {
             T mx = -Limits<T>::inf();

@@ -8,7 +8,8 @@
 //   when plast._core.cuda_driver.matmul.allow_tf32 is True (TF32 keeps 10 mantissa bits of each input).
 //
 // Batch b maps to operand offsets through layouts over the batch shape (stride 0 where an operand broadcasts);
-// C is contiguous: C[b][m * N + n]. Activations: 0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh).
+// C is contiguous: C[b][m * N + n]. Activations: PLAST_ACT_* (plast/_core/codes.h).
+#include "codes.h"
 #include <mma.h>
 
 #include "common.cuh"
@@ -24,9 +25,10 @@ template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile(
 
 template <typename T> __device__ __forceinline__ T activate(int act, T v) {
     switch (act) {
-    case 1: return v > T(0) ? v : T(0);
-    case 2: return T(0.5) * v * (T(1) + erf(v * T(0.70710678118654752440)));
-    case 3: return T(0.5) * v * (T(1) + tanh(T(0.79788456080286535588) * (v + T(0.044715) * v * v * v)));
+    case PLAST_ACT_RELU: return v > T(0) ? v : T(0);
+    case PLAST_ACT_GELU_ERF: return T(0.5) * v * (T(1) + erf(v * T(0.70710678118654752440)));
+    case PLAST_ACT_GELU_TANH:
+        return T(0.5) * v * (T(1) + tanh(T(0.79788456080286535588) * (v + T(0.044715) * v * v * v)));
     default: return v;
     }
 }
