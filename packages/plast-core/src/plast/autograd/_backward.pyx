@@ -12,7 +12,6 @@ from plast.kernels.cpu._kernels cimport copy_run
 from .._core._structs cimport Node, TensorBase, nbytes, new_lazy
 from ..memory.arena cimport Storage
 from ..memory import arenas as _arenas
-from .._core import grad_mode as autograd_state
 from ..graph import tape
 from ..graph.realize import realize
 from ..graph._scheduler import note_copy

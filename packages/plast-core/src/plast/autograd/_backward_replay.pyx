@@ -139,7 +139,7 @@ def scan(TensorBase root, bint fuse):
     cdef list order = []
     cdef list stack = [root._node]
     cdef list expanded = [False]
-    cdef Node node, p
+    cdef Node node
     cdef TensorBase t
     while stack:
         node = <Node>stack.pop()
@@ -160,7 +160,7 @@ def scan(TensorBase root, bint fuse):
                 stack.append(t._node)
                 expanded.append(False)
     # ---- the key
-    cdef Py_ssize_t total = 0, k, j
+    cdef Py_ssize_t total = 0
     for x in order:
         node = <Node>x
         node._out0 = total
@@ -256,8 +256,6 @@ cdef object _key(list order, Py_ssize_t total, Py_ssize_t *uses, bint fuse, unsi
     cdef Scan s = Scan.__new__(Scan)
     s.order, s.leaves, s.sig, s.key = order, leaves, sig, <long long>h
     return s
-
-
 
 
 cdef object _run_steps = None, _Tensor = None

@@ -9,7 +9,6 @@ Outputs are held weakly by their node: a node is kept alive by the tensors it pr
 round, so a graph nobody can reach is freed by reference counting alone.
 """
 
-cimport cython
 from cpython.weakref cimport PyWeakref_NewRef, PyWeakref_GetObject
 from cpython.ref cimport PyObject
 

@@ -29,7 +29,6 @@ cdef dict _AG = autograd_state.__dict__, _TAPE = tape.__dict__
 cdef list _captured = None  # while an optimizer records its update: (op, inputs, args, mutated) per call
 
 
-
 cpdef list pending_readers(storage):
     """Outputs of recorded nodes that will read `storage` and are not computed yet (the storage's reader list
     is pruned to the nodes that still matter: not run yet, or backward will read through them again)."""
@@ -59,8 +58,6 @@ cpdef list pending_readers(storage):
     else:
         storage.readers = keep or None
     return outs
-
-
 
 
 cdef int _compute_first(list inputs, list mutated) except -1:

@@ -34,10 +34,10 @@ cdef inline object _transient(object dev_type):
     return (<tuple>pair)[1]
 
 
-cdef inline object _alloc(object arena, Py_ssize_t nbytes):
+cdef inline object _alloc(object arena, Py_ssize_t size):
     if type(arena) is Arena:
-        return (<Arena>arena).alloc(nbytes)
-    return arena.new(nbytes)  # a device arena (memory/cuda.py)
+        return (<Arena>arena).alloc(size)
+    return arena.new(size)  # a device arena (memory/cuda.py)
 
 cdef type _Tensor = None
 
@@ -486,18 +486,18 @@ def planned_slots(list order, list spec, object block, object place):
     output, byte offset, bytes)]), plus the storages `place` names."""
     cdef dict out = dict(place) if place else {}
     cdef Storage s, parent
-    cdef Py_ssize_t off, nbytes
+    cdef Py_ssize_t off, size
     if type(block) is not Storage:  # a device block (memory/cuda.py)
-        for i, j, off, nbytes in spec:
-            out[(id(order[i]), j)] = _arenas.view_of(block, off, nbytes)
+        for i, j, off, size in spec:
+            out[(id(order[i]), j)] = _arenas.view_of(block, off, size)
         return out
     parent = <Storage>block
-    for i, j, off, nbytes in spec:
-        if off < 0 or nbytes < 0 or off + nbytes > parent.nbytes:
-            raise ValueError(f"planned slot [{off}, {off + nbytes}) is outside a {parent.nbytes}-byte block")
+    for i, j, off, size in spec:
+        if off < 0 or size < 0 or off + size > parent.nbytes:
+            raise ValueError(f"planned slot [{off}, {off + size}) is outside a {parent.nbytes}-byte block")
         s = Storage.__new__(Storage)  # memory.arena.view_of, inlined
         s.ptr = parent.ptr + off
-        s.nbytes = nbytes
+        s.nbytes = size
         s.block_bytes = 0
         s.arena = None
         s.owner = parent

@@ -10,7 +10,6 @@
   raises StaleTensorError, and their death returns nothing.
 """
 
-from cpython.buffer cimport PyBUF_WRITABLE
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free
 from libc.string cimport memset

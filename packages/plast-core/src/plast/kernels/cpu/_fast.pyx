@@ -14,7 +14,6 @@ or IndexError naming the bad index.
 
 from libc.stdint cimport int32_t, int64_t, uintptr_t
 
-import numpy as np
 
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level
 from plast._core.codes import REDUCTION_CODES

@@ -15,7 +15,6 @@ from plast._core.codes import ACT_CODES  # noqa: F401 (also the jit replay's: _m
 DEF MAXD = 16
 
 
-
 cdef bint _layout(TensorBase t, const Py_ssize_t *oshape, int ond, int first, Py_ssize_t *ld, bint *trans,
                   Py_ssize_t *bstride, Py_ssize_t *ostride) except *:
     """t is [..., R, C] broadcast against the output's batch dims oshape[:ond-2]: its leading dimension, whether
@@ -36,7 +35,7 @@ cdef bint _layout(TensorBase t, const Py_ssize_t *oshape, int ond, int first, Py
     else:
         return False
     # the batch: the non-broadcast batch dims must collapse into one index range with one stride
-    cdef Py_ssize_t n_batch = 1, unit = -1, count = 1
+    cdef Py_ssize_t unit = -1, count = 1
     for i in range(nb - 1, first - 1, -1):
         o = oshape[i]
         if o == 1:
@@ -104,7 +103,7 @@ cdef int matmul_run(TensorBase out, TensorBase a, TensorBase b, TensorBase bias,
         return 1
     if not out.is_contiguous():
         return 0
-    cdef Py_ssize_t lda, ldb, sa, sb, oa, ob, outer = 1, o
+    cdef Py_ssize_t lda, ldb, sa, sb, oa, ob, outer = 1
     cdef bint ta, tb
     if not _layout(a, osh, ond, 0, &lda, &ta, &sa, &oa) or not _layout(b, osh, ond, 0, &ldb, &tb, &sb, &ob):
         # batch dims that do not collapse into one stride (attention's (batch, head) views of a fused qkv

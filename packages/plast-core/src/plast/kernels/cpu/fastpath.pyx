@@ -4,12 +4,11 @@ array those kernels take, or say that it can't be (the caller then copies or kee
 every reduction, softmax and layer norm call goes through here. The sum kernel (SumKernel), the op table's most
 called reduction, is here too: layout and call with no Python in between."""
 
-from libc.stdint cimport uintptr_t
 
 from plast.kernels.cpu._fast cimport reduce3d_c
 from plast.kernels.cpu._tensors cimport TensorBase, tensor_ptr
 
-from . import _fast  # (imported here so a failed build shows up at import, not mid-step)
+from . import _fast  # no-cython-lint (imported so that a failed build shows up at import, not mid-step)
 
 DEF RD_SUM = 0  # _fast.RD_SUM
 
