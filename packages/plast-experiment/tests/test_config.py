@@ -185,3 +185,16 @@ def test_docstring_examples_of_archs_and_runlock_run(module):
 
     result = doctest.testmod(importlib.import_module(f"plast.experiment.{module}"))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_default_run_passes_its_own_checks(tmp_path):
+    """`plast train` with no arguments (the README's main job): the shipped defaults, on the default corpus and
+    tokenizer, build a Trainer without a ConfigError (train.eval_batches once asked for more batches than the
+    default validation split holds)."""
+    from plast.experiment.config import load_config
+    from plast.experiment.trainer import Trainer
+
+    cfg = load_config(overrides=[f"run.dir={tmp_path}", "run.plot=false"])
+    trainer = Trainer(cfg, quiet=True, stop_at_step=1)
+    trainer.fit()  # sets up (data, checks), trains one step, stops
+    assert len(trainer.val_batches) == cfg.train.eval_batches

@@ -138,12 +138,18 @@ cdef tuple contiguous_strides(tuple shape):
 cdef tuple _NO_ARGS = ()
 
 
+cdef type _checked = None  # the class alloc_tensor last found to be a TensorBase subtype
+
+
 cdef TensorBase alloc_tensor(type cls):
     """``TensorBase.__new__(cls)`` without the Python-level call Cython makes of it for a `cls` it can't see at
     compile time (~800 instructions, for every tensor an op records): TensorBase's own tp_new, on `cls`, which is
     what ``TensorBase.__new__`` runs (so a subclass's Python ``__new__``, Parameter's, is not called either)."""
-    if not PyType_IsSubtype(cls, TensorBase):
-        raise TypeError(f"{cls.__name__} is not a subtype of TensorBase")
+    global _checked
+    if cls is not _checked:  # NOTE: one compare on the hot path: nearly every call passes plast.Tensor
+        if not PyType_IsSubtype(cls, TensorBase):
+            raise TypeError(f"{cls.__name__} is not a subtype of TensorBase")
+        _checked = cls
     return <TensorBase>(<PyTypeObject *>TensorBase).tp_new(cls, <PyObject *>_NO_ARGS, NULL)
 
 

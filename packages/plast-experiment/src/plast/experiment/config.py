@@ -86,7 +86,7 @@ class TrainConfig:
     batch_size: int = 32
     grad_accum: int = 1
     eval_interval: int = 100
-    eval_batches: int = 8
+    eval_batches: int = 4
     log_interval: int = 10
     checkpoint_interval: int = 0  # 0: at every evaluation
     keep_last: int = 2
