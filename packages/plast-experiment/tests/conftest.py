@@ -9,6 +9,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+# the repo's shared test tooling (tests/tooling: the tiny BERT model directory), which ships in no wheel
+sys.path.insert(0, str(HERE.parents[2] / "tests" / "tooling"))
 
 import tinylm  # noqa: E402, F401  (registers model.arch "tinylm")
 

@@ -1,5 +1,5 @@
 import sys
 from pathlib import Path
 
-# the repo's shared test tooling (tests/tooling: the fake CUDA driver), which ships in no wheel
+# the repo's shared test tooling (tests/tooling: the fake CUDA driver, the tiny BERT model), which ships in no wheel
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "tooling"))

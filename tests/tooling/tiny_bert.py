@@ -1,5 +1,5 @@
 """A tiny random sentence-transformers model directory, laid out as all-MiniLM-L6-v2's, for tests that must not
-need the 83 MB model package."""
+need the 83 MB model package (plast-nn's and plast-experiment's tests share it)."""
 
 import json
 from pathlib import Path
