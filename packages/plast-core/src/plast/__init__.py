@@ -37,7 +37,13 @@ from ._core.errors import (
 from ._jit.trace import jit
 from ._tensor import Tensor
 from .autograd.api import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .creation import (
+from .graph.realize import realize as _realize
+from .kernels.cpu._runtime import get_num_threads, set_num_threads
+from .memory.arenas import arena_scope, arena_stats, init_arenas, reset_transient_arenas
+
+# Every op family's public functions (plast.add, plast.matmul, plast.softmax, ...): see plast/ops/__init__.py.
+from .ops import public_api as _public_api
+from .ops.creation import (
     arange,
     as_tensor,
     empty,
@@ -58,12 +64,6 @@ from .creation import (
     zeros,
     zeros_like,
 )
-from .graph.realize import realize as _realize
-from .kernels.cpu._runtime import get_num_threads, set_num_threads
-from .memory.arenas import arena_scope, arena_stats, init_arenas, reset_transient_arenas
-
-# Every op family's public functions (plast.add, plast.matmul, plast.softmax, ...): see plast/ops/__init__.py.
-from .ops import public_api as _public_api
 from .random import (
     Generator,
     get_rng_state,

@@ -6,16 +6,18 @@ from importlib import metadata
 from ._core import cuda_driver as cuda
 from .kernels.cpu import _runtime
 
+try:  # written by setup.py at build time; absent in a tree built some other way
+    from . import _build_info as _built
+except ImportError:
+    _built = None
+
 DISTRIBUTIONS = ("plast-core", "plast-nn", "plast-data", "plast-experiment")
 
 
 def _build_info():
-    try:
-        from . import _build_info as b
-
-        return b.COMPILER, b.OPENMP, b.MARCH_NATIVE
-    except ImportError:
+    if _built is None:
         return "unknown (no _build_info: built outside setup.py?)", _runtime.have_openmp(), False
+    return _built.COMPILER, _built.OPENMP, _built.MARCH_NATIVE
 
 
 def cuda_status():

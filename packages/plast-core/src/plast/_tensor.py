@@ -21,9 +21,11 @@ from .graph._graph import bind
 from .graph.realize import realize
 from .graph.tape import tracing
 from .kernels.cpu.kernels import np_view
+from .kernels.host import host_array, write_host
 from .memory import arenas as _arenas
 from .ops import movement as M
-from .ops.device import host_array, to_device, write_host
+from .ops.creation import tensor
+from .ops.device import to_device
 
 
 class Tensor(TensorBase):
@@ -290,8 +292,6 @@ bind(Tensor)
 
 
 def _rebuild(arr, dtype_name, requires_grad):
-    from .creation import tensor
-
     return tensor(arr, dtype=dtypes.as_dtype(dtype_name), requires_grad=requires_grad)
 
 

@@ -22,8 +22,11 @@ import tempfile
 
 import numpy as np
 
+from ._core._structs import TensorBase
 from ._core.cuda_driver import CudaUnavailableError
+from ._core.devices import Device, as_device, device
 from ._core.errors import CheckpointError
+from .ops.creation import tensor
 
 FORMAT = "plast.save/1"
 _TREE_KEY = "plast"
@@ -44,9 +47,7 @@ def _ref(key, t):
 
 
 def _encode(obj, tensors, path):
-    from ._tensor import Tensor
-
-    if isinstance(obj, Tensor):
+    if isinstance(obj, TensorBase):
         key = path or "tensor"
         if key in tensors:
             key = f"{key}#{len(tensors)}"
@@ -104,8 +105,6 @@ def _decode(node, tensors, place):
 
 
 def _saved_device(location):
-    from ._core.devices import as_device
-
     try:
         return as_device(location)
     except (TypeError, ValueError) as e:
@@ -117,9 +116,6 @@ def _placer(map_location):
     saved device; a device (or its name) takes everything there; a dict maps saved locations ("cuda", "cuda:0",
     "cpu") to devices and keeps the others; a callable f(cpu_tensor, location) returns the tensor to use, or
     None for the saved device."""
-    from ._core.devices import Device, as_device, device
-    from ._tensor import Tensor
-    from .creation import tensor
 
     def restore(arr, dev, saved):
         if dev.type == "cuda":
@@ -156,7 +152,7 @@ def _placer(map_location):
             out = map_location(tensor(arr), str(saved))
             if out is None:
                 return restore(arr, saved, True)
-            if not isinstance(out, Tensor):
+            if not isinstance(out, TensorBase):
                 raise TypeError(
                     f"plast.load: map_location returned {type(out).__name__}; it must return a tensor or None"
                 )
@@ -207,13 +203,11 @@ def save(obj, path, metadata=None):
     """
     from safetensors.numpy import save_file
 
-    from ._tensor import Tensor
-
     tensors = {}
     flat = (
         isinstance(obj, dict)
         and obj
-        and all(isinstance(k, str) and isinstance(v, Tensor) for k, v in obj.items())
+        and all(isinstance(k, str) and isinstance(v, TensorBase) for k, v in obj.items())
     )
     if flat:
         for k, v in obj.items():

@@ -5,6 +5,13 @@ cimport cython
 
 import numpy as np
 
+# name -> the dtype of that name, filled as dtypes.py makes its instances (unpickling looks names up here)
+cdef dict _MADE = {}
+
+
+def _by_name(name):
+    return _MADE[name]
+
 
 @cython.final
 @cython.auto_pickle(False)
@@ -23,11 +30,10 @@ cdef class dtype:
         self.is_signed = self.np.kind in "if"
         self._rank = rank
         self.code = code
+        _MADE[name] = self
 
     def __repr__(self):
         return f"plast.{self.name}"
 
     def __reduce__(self):
-        from plast._core.dtypes import _by_name
-
         return (_by_name, (self.name,))

@@ -30,10 +30,6 @@ default_float = float32
 default_int = int64
 
 
-def _by_name(name):
-    return _BY_NAME[name]
-
-
 def as_dtype(x):
     """Turn a plast dtype, a numpy dtype or type, a name, or the Python types bool/int/float into a plast dtype."""
     if isinstance(x, dtype):

@@ -31,14 +31,17 @@ What is a runtime input and what is frozen:
 import functools
 import os
 
-from .._core._structs import TensorBase as Tensor  # every plast.Tensor is one
+from .._core._structs import TensorBase
 from .._core.errors import JitError
 from ..autograd.api import _persistent_copy
 from ..graph import tape as _tape_mod
+from ..graph._graph import tensor_class
 from ..graph.planner import plan_memory
 from ..graph.realize import realize
 from ..graph.tape import Step, Tape
 from ..memory import arenas as _arenas
+from . import _replay
+from ._replay import run
 
 
 def _debug():
@@ -73,18 +76,14 @@ class Plan:
 
 
 def _alias(t):
-    from .._tensor import Tensor
-
-    a = Tensor._from_storage(t._storage, t.shape, t.dtype, t.device, t._strides, t._offset)
+    a = tensor_class()._from_storage(t._storage, t.shape, t.dtype, t.device, t._strides, t._offset)
     a.requires_grad = t.requires_grad
     return a
 
 
 def _flatten(obj, leaves):
     """Replace tensors in a (nested tuple/list/dict) result by placeholders, collecting them in `leaves`."""
-    from .._tensor import Tensor
-
-    if isinstance(obj, Tensor):
+    if isinstance(obj, TensorBase):
         leaves.append(obj)
         return ("T", len(leaves) - 1)
     if isinstance(obj, (tuple, list)):
@@ -123,7 +122,7 @@ class JitFunction:
     def _key(self, args, kwargs):
         parts = []
         for a in (args + tuple([kwargs[k] for k in sorted(kwargs)])) if kwargs else args:
-            if isinstance(a, Tensor):
+            if isinstance(a, TensorBase):
                 dev = a.device
                 parts.append(
                     ("T", a._shape, a.dtype.code, dev.type, dev.index, tuple(a._strides), a.requires_grad)
@@ -140,7 +139,9 @@ class JitFunction:
     def __call__(self, *args, **kwargs):
         if _tape_mod._tape is not None:
             raise JitError("calling a @plast.jit function while another one is being traced is not supported")
-        tensors = [a for a in (args + tuple(kwargs.values()) if kwargs else args) if isinstance(a, Tensor)]
+        tensors = [
+            a for a in (args + tuple(kwargs.values()) if kwargs else args) if isinstance(a, TensorBase)
+        ]
         pending = [t for t in tensors if t._storage is None]
         if pending:
             realize(pending)
@@ -157,14 +158,12 @@ class JitFunction:
 
     # ---- trace ----
     def _trace(self, key, args, kwargs):
-        from .._tensor import Tensor
-
         if _debug():
             print(f"plast.jit: trace {self.fn.__qualname__} (plan {len(self.plans) + 1})")
         aliases = []
 
         def sub(a):
-            if isinstance(a, Tensor):
+            if isinstance(a, TensorBase):
                 al = _alias(a)
                 aliases.append(al)
                 return al
@@ -224,8 +223,6 @@ class JitFunction:
             for v, rel in views:
                 v._storage, v._offset, v._npcache = t._storage, t._offset + rel, None
         if plan.compiled is None:
-            from . import _replay
-
             plan.compiled = _replay.compile_steps([_compilable(s) for s in plan.steps])
         _run_compiled(plan.compiled)
         self.replays += 1
@@ -233,8 +230,6 @@ class JitFunction:
 
 
 def _run_compiled(compiled):
-    from ._replay import run
-
     global _run_compiled
     _run_compiled = run  # bound on first use: _replay imports the CPU kernels, which import the engine
     run(compiled)

@@ -8,27 +8,15 @@ autograd/api.py is the public face (backward, grad, grad modes); the rules thems
 from cpython.ref cimport PyObject, Py_REFCNT
 from cpython.weakref cimport PyWeakref_GetObject
 
-from plast.kernels.cpu._kernels cimport copy_run
 from .._core._structs cimport Node, TensorBase, nbytes, new_lazy
 from ..memory.arena cimport Storage
 from ..memory import arenas as _arenas
-from ..graph import tape
 from ..graph.realize import realize
-from ..graph._scheduler import note_copy
 from ..ops.elementwise import add
 from ..ops.movement import cast
 from ..ops.reduce import sum_to_shape
 from .._core.errors import ShapeError
-from ..ops.device import copy_values
-
-# op-layer functions, bound on first use (the op modules import the engine)
-cdef object _cast = None, _sum_to_shape = None, _add = None, _ones_like = None
-
-
-cdef _bind_ops():
-    global _cast, _sum_to_shape, _add, _ones_like
-    from ..creation import ones_like
-    _cast, _sum_to_shape, _add, _ones_like = cast, sum_to_shape, add, ones_like
+from ..ops.creation import ones_like
 
 
 def root_ones(r):
@@ -41,7 +29,7 @@ cdef object _ones(TensorBase r):
     tensors; creation.ones_like otherwise)."""
     cdef int code = r.dtype.code
     if r.device.type != "cpu" or (code != 3 and code != 4):
-        return _ones_like(r)
+        return ones_like(r)
     cdef Py_ssize_t n = 1, i
     for s in r._shape:
         n *= <Py_ssize_t>s
@@ -137,14 +125,14 @@ cdef class _Pass:
         if g is None:
             return
         if g.dtype is not t.dtype:
-            g = _cast(g, t.dtype)
+            g = cast(g, t.dtype)
         if g.shape != t._shape:
-            g = _sum_to_shape(g, t._shape)
+            g = sum_to_shape(g, t._shape)
         cdef Node p = _producer(t)
         if p is not None and (self.want is None or id(t) not in self.want):
             key = (id(p), t._index)
             prev = self.slots.get(key)
-            self.slots[key] = g if prev is None else _add(prev, g)
+            self.slots[key] = g if prev is None else add(prev, g)
             if t._retains_grad:
                 self.leaf_grads.setdefault(id(t), [t, None])
             return
@@ -154,15 +142,13 @@ cdef class _Pass:
         if entry is None:
             self.leaf_grads[id(t)] = [t, g]
         else:
-            entry[1] = g if entry[1] is None else _add(entry[1], g)
+            entry[1] = g if entry[1] is None else add(entry[1], g)
 
 
 def run_backward(list roots, list grad_roots, want=None, list checked=None):
     """Propagate gradients from `roots` (grad mode already set by the caller). Returns ({id(tensor): [tensor,
     grad]} for leaves or for the `want` tensors, the nodes visited). `checked`, when given, collects the nodes
     whose saved inputs' versions were checked (autograd/backward_replay.py checks them again on a replay)."""
-    if _add is None:
-        _bind_ops()
     cdef _Pass ps = _Pass(want)
     cdef list root_nodes = []
     cdef TensorBase r, t
@@ -273,27 +259,6 @@ def finish(list order, list grads, retain_graph, create_graph, place=None):
     if not retain_graph:
         for x in order:
             (<Node>x).inputs = None
-
-
-def persistent_copy(TensorBase t):
-    """t's value (t is realized) in fresh persistent memory: gradients and clones outlive transient resets
-    (DESIGN §3)."""
-    if t._storage is None:
-        raise RuntimeError("persistent_copy: the tensor has no value yet (realize it first)")
-    t._storage.check()
-    dev = t.device
-    cdef Py_ssize_t size = nbytes(t)
-    cdef TensorBase out = new_lazy(type(t), t._shape, t.dtype, dev, None, 0)
-    out._storage = _arenas.persistent(dev.type).new(size)
-    if size:
-        if dev.type == "cpu":
-            copy_run(t, out)  # one dtype, any strides
-        else:  # GPU memory is no host buffer: a device-side copy (plast.ops.device)
-            copy_values(out, t)
-    if tape._tape is not None:
-        tape.note_copy(out, t, "persist")
-    note_copy(out, t)
-    return out
 
 
 cdef TensorBase _placeable(TensorBase g):

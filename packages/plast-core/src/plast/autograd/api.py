@@ -6,6 +6,7 @@ at one tensor, runs hooks, and writes leaf gradients to persistent memory in one
 """
 
 from .._core import grad_mode as autograd_state
+from .._core._structs import TensorBase
 from .._core.grad_mode import (  # noqa: F401 (plast.autograd's names)
     _grad_mode,
     enable_grad,
@@ -15,10 +16,11 @@ from .._core.grad_mode import (  # noqa: F401 (plast.autograd's names)
     set_grad_enabled,
 )
 from ..graph import tape
+from ..ops._movement import persistent_copy
 from ..ops.elementwise import add
 from . import backward_replay
 from ._backward import finish as _finish
-from ._backward import persistent_copy, place_gradients, run_backward
+from ._backward import place_gradients, run_backward
 
 
 def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None, checked=None):
@@ -87,14 +89,12 @@ def _backward_leaves(tensors, grad_tensors, checked=None, retain_graph=None, cre
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
     """Gradients of `outputs` with respect to `inputs`, returned (not accumulated into .grad)."""
-    from .._tensor import Tensor
-
-    single = isinstance(outputs, Tensor)
+    single = isinstance(outputs, TensorBase)
     outputs = [outputs] if single else list(outputs)
-    inputs_l = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    inputs_l = [inputs] if isinstance(inputs, TensorBase) else list(inputs)
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
-    elif isinstance(grad_outputs, Tensor):
+    elif isinstance(grad_outputs, TensorBase):
         grad_outputs = [grad_outputs]
     for t in inputs_l:
         if not t.requires_grad:

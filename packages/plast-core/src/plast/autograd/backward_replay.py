@@ -16,6 +16,7 @@ from ..graph._graph import tensor_class
 from ..graph._scheduler import _GroupKernel, set_capture
 from ..graph.planner import place
 from ..graph.tape import Step
+from ..ops.factory import SCALAR_CACHE
 from . import _backward_replay as _br
 from ._backward import root_ones
 
@@ -98,9 +99,7 @@ class _Recorder:
             # else: inputs sharing memory share it the same way on every graph with this key (scan hashes how),
             # so a read of it goes through the first of them
 
-        from .._tensor import _SCALAR_CACHE
-
-        self.consts = {id(c._storage) for c in _SCALAR_CACHE.values()}
+        self.consts = {id(c._storage) for c in SCALAR_CACHE.values()}
         self.consts.add(id(ones._storage))
         self.const_refs = [ones]  # (the cache holds its constants)
         # An input that is a shared constant (``x * 2.0`` reads the cached 2.0) may be read by a backward rule

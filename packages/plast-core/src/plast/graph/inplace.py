@@ -13,16 +13,17 @@ import weakref
 from .._core import grad_mode as autograd_state
 from .._core.errors import ShapeError
 from ..kernels.cpu.kernels import np_view
+from ..kernels.host import copy_values
 from . import tape
+from ._graph import tensor_class
 from ._mutation import pending_readers as _pending_readers
 from .realize import realize
+from .tape import tracing
 
 
 def _alias(t):
-    """A second Tensor object for t's current value (same storage, node and layout)."""
-    from .._tensor import Tensor
-
-    a = Tensor._lazy(t._shape, t.dtype, t.device, t._node, t._index)
+    """A second TensorBase object for t's current value (same storage, node and layout)."""
+    a = tensor_class()._lazy(t._shape, t.dtype, t.device, t._node, t._index)
     a._storage, a._strides, a._offset = t._storage, t._strides, t._offset
     a.requires_grad = t.requires_grad
     if t._node is not None and t._node.outputs is not None:
@@ -65,8 +66,6 @@ def write_inplace(t, write, opname):
     apply_inplace would take its direct branch anyway: t is outside any differentiable graph and no trace is
     being recorded. Saves the intermediate tensor and its copy. Returns t, or None when t can't be written
     directly (then the caller uses apply_inplace)."""
-    from .tape import tracing
-
     _check_leaf(t, opname)
     if t.grad_fn is not None or tracing():
         return None
@@ -113,9 +112,8 @@ def _write_window(t, old, new):
 
 
 def apply_inplace(t, fn, opname):
-    """Make `t` hold ``fn(old value of t)`` and return t."""
-    from ..ops import movement
-
+    """Make `t` hold ``fn(old value of t)`` and return t. `fn` returns a value of t's dtype (the op layer casts:
+    ops/inplace.py's apply_inplace)."""
     _check_leaf(t, opname)
     if t.grad_fn is None and t._storage is None:
         # Outside any graph an in-place op writes memory (views of t must see it): give t its memory first.
@@ -132,7 +130,9 @@ def apply_inplace(t, fn, opname):
             f"{opname}: the result has shape {tuple(new.shape)} but an in-place op can't change the shape of "
             f"the tensor, which is {tuple(t.shape)}"
         )
-    new = movement.cast(new, t.dtype)
+    if new.dtype is not t.dtype:
+        _undo_alias(t, old)
+        raise TypeError(f"{opname}: internal error: the new value is {new.dtype}, the tensor {t.dtype}")
     direct = t._storage is not None and t.grad_fn is None and not new.requires_grad
     if direct:
         _undo_alias(t, old)
@@ -143,12 +143,9 @@ def apply_inplace(t, fn, opname):
         t._storage.check()
         new._storage.check()
         if t.numel() and t.device.type != "cpu":  # GPU memory is no numpy buffer (plast.ops.device)
-            from ..ops.device import copy_values
-
             copy_values(t, new)
         elif t.numel():
             np_view(t)[...] = np_view(new)
-        from . import tape
 
         tape.note_copy(t, new, opname)
         t._storage.version += 1

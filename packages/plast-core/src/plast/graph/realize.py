@@ -7,6 +7,7 @@ and executed, not what a kernel sees.
 import contextlib
 import os
 
+from ..kernels.host import host_array
 from ..memory import arenas as _arenas
 from . import chains, fusion, tape
 from ._graph import plan_cache_enabled
@@ -21,12 +22,11 @@ from ._scheduler import (
     rebuild_groups,
     schedule,
 )
+from .planner import place
 
 
 def _check_nan(node, outs):
     import numpy as np
-
-    from ..ops.device import host_array  # a view of CPU memory, a copy of GPU memory
 
     for i, o in enumerate(outs):
         if o.dtype.is_floating_point and o.numel() and np.isnan(host_array(o)).any():
@@ -105,8 +105,6 @@ class Plan:
 
 def _memory_plan(order, internal, covered, groups):
     """Offsets for the intermediates that live and die inside this graph (liveness-based reuse, graph/planner.py)."""
-    from .planner import place
-
     pos = {id(n): i for i, n in enumerate(order)}
     first, last, sizes = {}, {}, {}
     for i, n in enumerate(order):

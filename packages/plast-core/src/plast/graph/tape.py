@@ -10,7 +10,9 @@ which starts and ends a trace and turns its tape into a plan).
 
 import weakref
 
+from ..kernels.cpu.kernels import copy as cpu_copy
 from ..kernels.cpu.kernels import np_view
+from ..kernels.host import copy_values, host_array, write_host
 
 _tape = None  # the Tape being recorded, or None
 _host_side = 0  # >0 while runtime_input callbacks run: their writes are not part of the plan
@@ -65,7 +67,7 @@ def note_copy(dst, src, what="copy"):
     """A value was copied into dst's memory outside an op kernel (in-place writes, gradient write-back)."""
     if _tape is not None and not _host_side:
         if dst.device.type == "cpu" and src.device.type == "cpu":
-            from ..kernels.cpu.kernels import copy  # the compiled replay runs it with no Python call
+            copy = cpu_copy  # the compiled replay runs it with no Python call
         else:
             copy = device_copy
         _tape.kernel(copy, None, [src], [dst], what, "copy")
@@ -74,8 +76,6 @@ def note_copy(dst, src, what="copy"):
 def device_copy(node, inputs, outputs):
     """``outputs[0][...] = inputs[0]`` for one shape on any devices: the replayed form of a copy into memory
     that is not CPU memory (on the GPU, a device-side copy or copy kernel; across devices, a transfer)."""
-    from ..ops.device import copy_values, host_array, write_host
-
     src, dst = inputs[0], outputs[0]
     if dst.device == src.device:
         copy_values(dst, src)

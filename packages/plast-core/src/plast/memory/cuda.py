@@ -16,6 +16,7 @@ on machines without a GPU (tests/test_cuda_compile.py) with a fake allocator.
 """
 
 from .._core.errors import ArenaExhaustedError, StaleTensorError
+from . import arenas as _arenas
 
 ALIGN = 256
 MIN_CHUNK = 16 << 20
@@ -259,8 +260,6 @@ def make_arenas(persistent_bytes=None, transient_bytes=None, grow=True, **kw):
 
 def arenas():
     """The process's CUDA arenas (plast.memory.arenas makes them, and raises CudaUnavailableError without a GPU)."""
-    from . import arenas as _arenas
-
     return _arenas.arenas("cuda")
 
 

@@ -15,9 +15,10 @@ from plast.graph._graph cimport record
 from .._core import dtypes as _dtypes
 from .._core.errors import DeviceMismatchError
 from .._core._shapes import broadcast_shapes
+from ._movement import cast  # records the cast row (ops/movement.py)
+from .factory import SCALAR_CACHE, scalar_tensor
 
 cdef object ADD = None, SUB = None, MUL = None, DIV = None
-cdef object _scalar_tensor = None
 cdef object _bool = _dtypes.bool_
 cdef object _f32 = _dtypes.float32
 
@@ -28,22 +29,14 @@ def bind(ops):
     ADD, SUB, MUL, DIV = ops["add"], ops["sub"], ops["mul"], ops["div"]
 
 
-cdef dict _constants = None
-
-
 cdef object _constant(object value, object dt, object device):
-    """The shared 0-d constant for a Python scalar: tensor.scalar_tensor's cache, read here first (its key hashes
-    in C: the device's type and index, not the device object)."""
-    global _scalar_tensor, _constants
-    if _constants is None:  # tensor.py imports the op modules: bound on first use
-        from .._tensor import _SCALAR_CACHE, scalar_tensor
-
-        _scalar_tensor, _constants = scalar_tensor, _SCALAR_CACHE
+    """The shared 0-d constant for a Python scalar: ops/factory.py's cache, read here first (its key hashes in C:
+    the device's type and index, not the device object)."""
     key = (type(value), value, copysign(1.0, value) if type(value) is float else 0.0, dt.code, device.type,
            device.index)
-    t = _constants.get(key)
+    t = SCALAR_CACHE.get(key)
     if t is None:
-        t = _scalar_tensor(value, dt, device)
+        t = scalar_tensor(value, dt, device)
     return t
 
 
@@ -91,18 +84,6 @@ cdef object binary(object op, object a, object b, str name):
     if shape != tb._shape:
         shape = broadcast_shapes(shape, tb._shape, op=name)
     return record(op, (ta, tb), (), [(shape, dt)], ta.device)[0]
-
-
-cdef object _CAST = None
-
-
-cdef object cast(TensorBase x, object dt):
-    global _CAST
-    if _CAST is None:
-        from .movement import CAST
-
-        _CAST = CAST
-    return record(_CAST, (x,), (dt.code,), [(x._shape, dt)], x.device)[0]
 
 
 def add(a, b, *, alpha=1):

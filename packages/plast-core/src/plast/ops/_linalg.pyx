@@ -10,24 +10,22 @@ from plast.graph._graph cimport record
 
 from .._core import dtypes as _dtypes
 from .._core.errors import DeviceMismatchError, ShapeError
+from ._elementwise import add as _add
 from ._movement import cast as _cast
 from ._movement import reshape as _reshape
 from ._movement import transpose as _transpose
 from .._core._shapes import broadcast_shapes
 
-cdef object MATMUL = None, ADDMM = None, _add = None
+cdef object MATMUL = None, ADDMM = None
 
 
 def bind(ops):
-    """Take the op rows (ops/linalg.py and ops/nn.py register them) and elementwise add."""
-    global MATMUL, ADDMM, _add
+    """Take the op rows (ops/linalg.py and ops/nn.py register them)."""
+    global MATMUL, ADDMM
     if "matmul" in ops:
         MATMUL = ops["matmul"]
     if "addmm" in ops:
         ADDMM = ops["addmm"]
-    from ._elementwise import add
-
-    _add = add
 
 
 cdef inline object _promote(object a, object b):

@@ -6,10 +6,15 @@ and end in a C call to ``record``. ops/movement.py registers the op rows, binds 
 functions with the backward rules and the rest of the module.
 """
 
-from plast._core._structs cimport TensorBase
+from plast._core._structs cimport TensorBase, nbytes, new_lazy
 from plast.graph._graph cimport record
+from plast.kernels.cpu._kernels cimport copy_run
 
 from .._core import dtypes as _dtypes
+from ..graph import tape
+from ..graph._scheduler import note_copy
+from ..memory import arenas as _arenas
+from ..kernels.host import copy_values
 from .._core.errors import ShapeError
 from .._core._shapes import contiguous_strides, norm_dim
 
@@ -233,3 +238,24 @@ def transpose(x, dim0, dim1):
     cdef list perm = list(range(nd))
     perm[d0], perm[d1] = d1, d0
     return _permute(t, tuple(perm))
+
+
+def persistent_copy(TensorBase t):
+    """t's value (t is realized) in fresh persistent memory: gradients and clones outlive transient resets
+    (DESIGN §3)."""
+    if t._storage is None:
+        raise RuntimeError("persistent_copy: the tensor has no value yet (realize it first)")
+    t._storage.check()
+    dev = t.device
+    cdef Py_ssize_t size = nbytes(t)
+    cdef TensorBase out = new_lazy(type(t), t._shape, t.dtype, dev, None, 0)
+    out._storage = _arenas.persistent(dev.type).new(size)
+    if size:
+        if dev.type == "cpu":
+            copy_run(t, out)  # one dtype, any strides
+        else:  # GPU memory is no host buffer: a device-side copy (plast.ops.device)
+            copy_values(out, t)
+    if tape._tape is not None:
+        tape.note_copy(out, t, "persist")
+    note_copy(out, t)
+    return out

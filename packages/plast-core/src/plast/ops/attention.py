@@ -1,20 +1,27 @@
 """Fused scaled-dot-product attention: one blocked kernel forward, one backward, no L x S score matrix.
 
-`flash_attention` is what ``scaled_dot_product_attention`` (ops/nn.py) routes to when the case fits (no mask,
+`flash_attention` is what ``scaled_dot_product_attention`` (below) routes to when the case fits (no mask,
 no dropout, float32/float64, q, k, v of the same batch shape and at least 3-d). The forward op has two
 outputs: the attention output and the per-row logsumexp of the scaled scores, which its backward kernel
 reads instead of recomputing the softmax statistics. With ``create_graph`` the backward rule writes the
 gradients in plast ops instead (recomputing the scores), so double backward works.
 """
 
+import math
 import weakref
 
+from .._core import dtypes
 from .._core import grad_mode as autograd_state
+from .._core.errors import ShapeError
+from .._core.shapes import broadcast_shapes
 from ..graph._graph import record
 from ..kernels.cpu import kernels_attention as K
+from ..kernels.cpu import kernels_nn as KN
 from . import movement
+from .creation import tensor
 from .elementwise import add, mul
 from .linalg import matmul
+from .nn import _safe_softmax, _same_device, _tensor_check, dropout, softmax_backward
 from .registry import register
 
 # NOTE: a node holds its outputs by weak reference and callers only keep `out`, so the lse output is kept here
@@ -39,8 +46,6 @@ def _saved(node):
 
 def _composite_grads(q, k, v, g, g_lse, scale, causal):
     """dq, dk, dv written in plast ops (differentiable again): the scores and softmax are recomputed."""
-    from .nn import _causal_mask, _safe_softmax, softmax_backward
-
     tr = lambda t: movement.transpose(t, -2, -1)
     s = mul(matmul(q, tr(k)), scale)
     if causal:
@@ -92,3 +97,110 @@ def flash_attention(q, k, v, scale, causal):
     if out.requires_grad:
         _keep_lse(out, lse)
     return out
+
+
+# ---- scaled_dot_product_attention: the fused kernel above where it fits, else a composite ----
+
+BOOL_MASK = register("bool_mask_to_additive", cpu=KN.bool_mask_to_additive)
+
+
+def _additive_mask(mask, dt):
+    return record(BOOL_MASK, (mask,), (dt.code,), [(mask.shape, dt)], mask.device)[0]
+
+
+def _causal_mask(L, S, dt, device):
+    import numpy as np
+
+    return _additive_mask(tensor(np.tril(np.ones((L, S), dtype=bool)), device=device), dt)
+
+
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    *,
+    generator=None,
+):
+    """softmax(q @ k^T * scale + mask) @ v with torch's semantics: a bool mask marks positions that may be
+    attended (True), a float mask is added to the scores; is_causal masks the upper triangle. Rows with
+    nothing to attend give zeros. Without a mask or dropout, float32/float64 operands of at least 3 dims with
+    equal batch dims go to the blocked kernel of ops/attention.py (no L x S matrix); the rest is a composite.
+
+    >>> q = plast.ones(1, 2, 4)
+    >>> plast.scaled_dot_product_attention(q, q, q).shape
+    plast.Size([1, 2, 4])
+    """
+    op = "scaled_dot_product_attention"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _tensor_check(t, op, name)
+        if t.ndim < 2:
+            raise ShapeError(
+                f"{op}: {name} must have at least 2 dims (..., seq, features), got {tuple(t.shape)}"
+            )
+    _same_device(op, query, key, value, attn_mask)
+    if query.shape[-1] != key.shape[-1]:
+        raise ShapeError(
+            f"{op}: query {tuple(query.shape)} and key {tuple(key.shape)} must have the same last dim"
+        )
+    if key.shape[-2] != value.shape[-2]:
+        raise ShapeError(
+            f"{op}: key {tuple(key.shape)} and value {tuple(value.shape)} must have the same length"
+        )
+    if attn_mask is not None and is_causal:
+        raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both (as in torch)")
+    dt = dtypes.promote(dtypes.promote(query.dtype, key.dtype), value.dtype)
+    if not dt.is_floating_point:
+        dt = dtypes.float32
+    q, k, v = (movement.cast(t, dt) for t in (query, key, value))
+    if enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        hq, hk = q.shape[-3], k.shape[-3]
+        if hq % hk or k.shape[-3] != v.shape[-3]:
+            raise ShapeError(
+                f"{op}: with enable_gqa, query heads ({hq}) must be a multiple of key/value heads ({hk})"
+            )
+        k, v = (_repeat_heads(t, hq // hk) for t in (k, v))
+    L, S = q.shape[-2], k.shape[-2]
+    sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if attn_mask is None and not dropout_p > 0.0 and _flash_fits(q, k, v, sc):
+        return flash_attention(q, k, v, sc, is_causal)
+    scores = mul(matmul(q, movement.transpose(k, -2, -1)), sc)
+    if is_causal:
+        scores = add(scores, _causal_mask(L, S, dt, q.device))
+    elif attn_mask is not None:
+        _tensor_check(attn_mask, op, "attn_mask")
+        broadcast_shapes(attn_mask.shape, scores.shape, op=f"{op} (attn_mask)")
+        m = _additive_mask(attn_mask, dt) if attn_mask.dtype is dtypes.bool_ else movement.cast(attn_mask, dt)
+        scores = add(scores, m)
+    attn = _safe_softmax(scores, -1)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, generator=generator)
+    return matmul(attn, v)
+
+
+def _flash_fits(q, k, v, scale):
+    """The blocked kernel takes these operands: CPU, float32/float64, at least 3-d with equal batch dims
+    (after GQA's repeat), nonempty head dims, a finite scale."""
+    return (
+        q.device.type == "cpu"
+        and q.dtype in (dtypes.float32, dtypes.float64)
+        and q.ndim >= 3
+        and q.ndim == k.ndim == v.ndim
+        and tuple(q.shape[:-2]) == tuple(k.shape[:-2]) == tuple(v.shape[:-2])
+        and q.shape[-1] >= 1
+        and v.shape[-1] >= 1
+        and math.isfinite(scale)
+    )
+
+
+def _repeat_heads(t, r):
+    shape = tuple(t.shape)
+    e = movement.expand(movement.reshape(t, shape[:-2] + (1,) + shape[-2:]), shape[:-2] + (r,) + shape[-2:])
+    return movement.reshape(e, shape[:-3] + (shape[-3] * r,) + shape[-2:])
+
+
+__all__ = ["scaled_dot_product_attention"]

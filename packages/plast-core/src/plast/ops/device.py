@@ -9,14 +9,12 @@ A transfer always computes its input first and its own output at once, so no unr
 devices: the scheduler, the memory planner and fusion only ever see graphs of one device.
 """
 
-import numpy as np
-
 from .._core import grad_mode as autograd_state
+from .._core._structs import TensorBase
 from .._core.devices import as_device
-from .._core.errors import DeviceMismatchError
-from ..graph._graph import record
+from ..graph._graph import record, tensor_class
 from ..graph.tape import tracing
-from ..kernels.cpu.kernels import np_view
+from ..kernels.host import host_array
 from ..memory import arenas as _arenas
 from .registry import register
 
@@ -57,9 +55,7 @@ def _check_device(dev):
 
 def to_device(x, device):
     """x on `device` (x itself when it is there already)."""
-    from .._tensor import Tensor
-
-    if not isinstance(x, Tensor):
+    if not isinstance(x, TensorBase):
         raise TypeError(f"to_device: expected a tensor, got {type(x).__name__}")
     dev = as_device(device)
     if dev == x.device:
@@ -73,7 +69,7 @@ def to_device(x, device):
         out._realized()
         return out
     st = _arenas.persistent(dev.type).new(x.numel() * x.dtype.itemsize)
-    out = Tensor._from_storage(st, tuple(x.shape), x.dtype, dev)
+    out = tensor_class()._from_storage(st, tuple(x.shape), x.dtype, dev)
     (_copy_to_cuda if dev.type == "cuda" else _copy_to_cpu)(None, [x], [out])
     return out
 
@@ -93,40 +89,11 @@ def cuda(x, device=None, non_blocking=False):
 # ---- host reads and writes of tensor memory, on any device ---------------------------------------------------
 
 
-def host_array(t):
-    """The values of a realized tensor as numpy: a zero-copy view of CPU memory (internal use only), a fresh
-    copy of GPU memory."""
-    t._storage.check()
-    if t.device.type == "cuda":
-        from ..kernels.cuda import transfer
-
-        return transfer.to_host_array(t)
-    return np_view(t)
-
-
-def write_host(t, values):
-    """Write host `values` (broadcast to t's shape, cast to its dtype) into a realized tensor's memory."""
-    t._storage.check()
-    if t.device.type == "cuda":
-        from ..kernels.cuda import transfer
-
-        transfer.write_from_host(t, values)
-        return
-    if t.numel():
-        np_view(t)[...] = np.asarray(values)
-
-
-def copy_values(dst, src):
-    """dst[...] = src for two realized tensors of one shape on one device."""
-    if dst.device != src.device:
-        raise DeviceMismatchError(f"copy_values: tensors are on {dst.device} and {src.device}")
-    if dst.device.type == "cuda":
-        from ..kernels.cuda import transfer
-
-        transfer.copy_values(dst, src)
-        return
-    if dst.numel():
-        np_view(dst)[...] = np_view(src)
+def values_of(t):
+    """t's values as a host array (computed first; a host copy for a GPU tensor): for ops whose result
+    depends on values (nonzero, boolean masks)."""
+    t._realized()
+    return host_array(t)
 
 
 __all__ = []

@@ -5,8 +5,11 @@ operands are contracted left to right, each pair as one batched matmul: (batch, 
 (batch, contracted, kept-right). Labels of size 1 broadcast against the other operands, as in torch.
 """
 
+from .._core._structs import TensorBase
 from .._core.errors import ShapeError
 from . import movement
+from .linalg import matmul
+from .reduce import sum as rsum
 from .shape import diagonal
 
 _LETTERS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -50,8 +53,6 @@ def _expand_ellipsis(labels, ndim, n_ell, k):
 
 
 def _sum_labels(x, labels, drop):
-    from .reduce import sum as rsum
-
     dims = tuple(i for i, lab in enumerate(labels) if lab in drop)
     if not dims:
         return x, labels
@@ -59,8 +60,6 @@ def _sum_labels(x, labels, drop):
 
 
 def _contract(a, la, b, lb, keep, size):
-    from .linalg import matmul
-
     a, la = _sum_labels(a, la, {lab for lab in la if lab not in lb and lab not in keep})
     b, lb = _sum_labels(b, lb, {lab for lab in lb if lab not in la and lab not in keep})
     batch = [lab for lab in la if lab in lb and lab in keep]
@@ -91,14 +90,12 @@ def einsum(equation, *operands):
     >>> plast.einsum("ij,jk->ik", a, b).shape
     plast.Size([2, 4])
     """
-    from .._tensor import Tensor
-
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not isinstance(equation, str):
         raise TypeError(f"einsum(): the equation must be a string, got {type(equation).__name__}")
     for k, t in enumerate(operands):
-        if not isinstance(t, Tensor):
+        if not isinstance(t, TensorBase):
             raise TypeError(f"einsum(): operand {k} must be a tensor, got {type(t).__name__}")
     if not operands:
         raise ValueError("einsum(): needs at least one operand")

@@ -11,6 +11,7 @@ Softmax backward and layer_norm backward are single kernels by construction (the
 
 from ..graph.fusion import Pat, Rule, register_rules
 from ..kernels.cpu import kernels_fused as F
+from . import nn as N
 
 
 def _mm2d(node):
@@ -50,8 +51,6 @@ matmul_bias = Rule(
 
 
 def _build_xent(caps, root):
-    from . import nn as N
-
     ignore_index, reduction = root.args
     ins = [caps["x"], caps["t"]] + list(root.inputs[2:])
 

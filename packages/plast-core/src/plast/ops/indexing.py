@@ -20,17 +20,23 @@ import numbers
 import numpy as np
 
 from .._core import dtypes
+from .._core._structs import TensorBase
 from .._core.errors import DeviceMismatchError, DTypeError, ShapeError
 from .._core.grad_mode import is_grad_enabled
 from .._core.shapes import broadcast_shapes, norm_dim
 from ..graph._graph import record
-from ..graph.inplace import apply_inplace
 from ..graph.tape import tracing
 from ..kernels.cpu import kernels_indexing as kix
 from ..kernels.cpu.kernels import np_view
 from . import movement
+from .creation import arange, tensor
+from .device import values_of
+from .elementwise import div, mul
+from .factory import scalar_tensor
+from .inplace import apply_inplace
+from .pointwise import eq, logical_and, nonzero, where
 from .registry import register
-from .shape import _identity_map, flatten, strided_view
+from .shape import _identity_map, flatten, select, strided_view
 
 _INT_DTYPES = (dtypes.int64, dtypes.int32)
 
@@ -77,8 +83,6 @@ INDEX_PUT.window_kernels["cpu"] = kix.index_put_window
 
 
 def _zeros(shape, dtype, device):
-    from .._tensor import scalar_tensor
-
     z = scalar_tensor(0.0 if dtype.is_floating_point else 0, dtype, device)
     return movement.expand(z, shape) if shape else z
 
@@ -137,13 +141,6 @@ def _check_values(t, size, dim, wrap):
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
 
-def _values_of(t):
-    from .device import host_array
-
-    t._realized()
-    return host_array(t)  # a host copy for GPU tensors
-
-
 def _tracing():
     return tracing()
 
@@ -161,22 +158,17 @@ def _inplace(x, fn, opname):
 
 def _legacy_tuple(index):
     """torch still reads a short list holding sequences, slices, None or ... as a tuple of indices."""
-    from .._tensor import Tensor
-
     if isinstance(index, tuple):
         return index
     if isinstance(index, list) and len(index) < 32:
         for it in index:
-            if it is None or it is Ellipsis or isinstance(it, (Tensor, list, tuple, slice, np.ndarray)):
+            if it is None or it is Ellipsis or isinstance(it, (TensorBase, list, tuple, slice, np.ndarray)):
                 return tuple(index)
     return (index,)
 
 
 def _classify(it, device):
     """(kind, value): kind in none, ellipsis, bool, int, slice, adv (int tensor), mask (bool tensor)."""
-    from .._tensor import Tensor
-    from ..creation import tensor
-
     if it is None:
         return "none", None
     if it is Ellipsis:
@@ -187,16 +179,16 @@ def _classify(it, device):
         return "int", int(it)
     if isinstance(it, slice):
         return "slice", it
-    if isinstance(it, Tensor):
+    if isinstance(it, TensorBase):
         if it.device != device:
             raise DeviceMismatchError(f"indexing: the index is on {it.device}, the tensor on {device}")
         if it.dtype is dtypes.bool_:
             if it.ndim == 0:
-                return "bool", bool(_values_of(it))
+                return "bool", bool(values_of(it))
             return "mask", it
         if it.dtype in _INT_DTYPES:
             if it.ndim == 0 and not _tracing():
-                return "int", int(_values_of(it))
+                return "int", int(values_of(it))
             return "adv", it
         raise IndexError(f"tensors used as indices must be long, int or bool tensors, got {it.dtype}")
     if isinstance(it, (list, tuple, np.ndarray)):
@@ -312,10 +304,7 @@ def getitem(x, index):
 
 
 def _value_tensor(value, x, op):
-    from .._tensor import Tensor, scalar_tensor
-    from ..creation import tensor
-
-    if isinstance(value, Tensor):
+    if isinstance(value, TensorBase):
         if value.device != x.device:
             raise DeviceMismatchError(f"{op}: the value is on {value.device}, the tensor on {x.device}")
         return movement.cast(value, x.dtype)
@@ -380,30 +369,6 @@ def index_put_(x, indices, values, accumulate=False):
     return _inplace(x, lambda old: _put(old, p, values, accumulate, "index_put_"), "index_put_")
 
 
-def nonzero(x, *, as_tuple=False):
-    """Indices of the non-zero elements: an (N, ndim) int64 tensor, or a tuple of ndim 1-D tensors.
-
-    Reads x's values (the result's shape depends on them).
-
-    >>> plast.tensor([0, 3, 0, 4]).nonzero().tolist()
-    [[1], [3]]
-    """
-    from ..creation import tensor
-
-    a = _values_of(x)
-    dev = x.device
-    if a.ndim == 0:
-        a = a.reshape(1)
-        nz = np.nonzero(a)
-        if as_tuple:
-            return (tensor(nz[0].astype(np.int64), device=dev),)
-        return tensor(np.zeros((len(nz[0]), 0), np.int64), device=dev)
-    nz = np.nonzero(a)
-    if as_tuple:
-        return tuple(tensor(i.astype(np.int64), device=dev) for i in nz)
-    return tensor(np.stack(nz, axis=1).astype(np.int64), device=dev)
-
-
 def masked_select(x, mask):
     """The elements of x where the (broadcast) bool mask is True, as a 1-D tensor.
 
@@ -426,8 +391,6 @@ def _arange(n, device):
     key = (n, str(device))
     t = _ARANGE.get(key)
     if t is None:
-        from ..creation import arange
-
         if len(_ARANGE) > 512:
             _ARANGE.clear()
         t = _ARANGE[key] = arange(n, dtype=dtypes.int64)
@@ -449,9 +412,7 @@ def _along_dim(index, d):
 
 
 def _check_index_tensor(index, op):
-    from .._tensor import Tensor
-
-    if not isinstance(index, Tensor):
+    if not isinstance(index, TensorBase):
         raise TypeError(f"{op}: index must be a tensor, got {type(index).__name__}")
     if index.dtype not in _INT_DTYPES:
         raise DTypeError(f"{op}: index must be an int64 (or int32) tensor, got {index.dtype}")
@@ -492,15 +453,13 @@ def gather(x, dim, index, *, sparse_grad=False):
 
 
 def _scatter(x, dim, index, src, accumulate, op):
-    from .._tensor import Tensor, scalar_tensor
-
     _check_index_tensor(index, op)
     if x.ndim == 0:
-        flat_src = movement.reshape(src, (-1,)) if isinstance(src, Tensor) else src
+        flat_src = movement.reshape(src, (-1,)) if isinstance(src, TensorBase) else src
         out = _scatter(movement.reshape(x, (1,)), 0, movement.reshape(index, (-1,)), flat_src, accumulate, op)
         return movement.reshape(out, ())
     d = norm_dim(dim, x.ndim, op)
-    if isinstance(src, Tensor):
+    if isinstance(src, TensorBase):
         if src.device != x.device:
             raise DeviceMismatchError(f"{op}: src is on {src.device}, the input on {x.device}")
         if src.ndim != x.ndim:
@@ -524,14 +483,12 @@ def _scatter_any(x, dim, index, src, reduce, op):
     """scatter with torch's legacy reduce argument: None writes, 'add' adds, 'multiply' multiplies (repeated
     indices all take part). Unlike torch (which has no derivative for reduce=), both reductions differentiate:
     'add' like scatter_add, 'multiply' like scatter_reduce(..., 'prod')."""
-    from .._tensor import Tensor
-
     if reduce is None or reduce == "add":
         return _scatter(x, dim, index, src, reduce == "add", op)
     if reduce != "multiply":
         raise ValueError(f"{op}: reduce must be 'add' or 'multiply', got {reduce!r}")
     _check_index_tensor(index, op)
-    if isinstance(src, Tensor):
+    if isinstance(src, TensorBase):
         src = movement.cast(src, x.dtype)
     elif isinstance(src, numbers.Number):
         src = _full(tuple(index.shape), src, x.dtype, x.device)
@@ -583,8 +540,6 @@ _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 
 def _full(shape, value, dtype, device):
-    from .._tensor import scalar_tensor
-
     v = float(value) if dtype.is_floating_point else bool(value) if dtype is dtypes.bool_ else int(value)
     t = scalar_tensor(v, dtype, device)
     return movement.expand(t, shape) if shape else t
@@ -601,9 +556,6 @@ def _scatter_reduce_bw(node, g):
     """torch's scatter_reduce backward, in plast ops (so it differentiates again): sum and mean pass the
     gradient through (mean divided by the counts), prod by products of the others (exact with one zero),
     amax/amin split it evenly among the values equal to the result."""
-    from .elementwise import div, mul
-    from .pointwise import eq, logical_and, where
-
     x, index, src = node.inputs
     d, reduce, include_self = node.args
     dt = x.dtype
@@ -679,16 +631,14 @@ def _guard_double_backward(g_src, zeros_there):
     position receives several zeros from src (torch's first gradient there is right, its derivative is not)."""
     if not (is_grad_enabled() and g_src.requires_grad) or _tracing():
         return g_src
-    if zeros_there.numel() == 0 or not np.any(_values_of(zeros_there) > 1.5):
+    if zeros_there.numel() == 0 or not np.any(values_of(zeros_there) > 1.5):
         return g_src
     return record(DOUBLE_BACKWARD_ERROR, (g_src,), (), [(tuple(g_src.shape), g_src.dtype)], g_src.device)[0]
 
 
 def _scatter_reduce(x, dim, index, src, reduce, include_self, op):
-    from .._tensor import Tensor
-
     _check_index_tensor(index, op)
-    if not isinstance(src, Tensor):
+    if not isinstance(src, TensorBase):
         raise TypeError(f"{op}: src must be a tensor, got {type(src).__name__}")
     if reduce not in _REDUCTIONS:
         raise ValueError(f"{op}: reduce must be one of {', '.join(map(repr, _REDUCTIONS))}, got {reduce!r}")
@@ -758,11 +708,9 @@ def index_select(x, dim, index):
 
 
 def _index_add(x, dim, index, source, alpha, op):
-    from .._tensor import Tensor
-
     index = _index_1d(index, op)
     d = norm_dim(dim, max(x.ndim, 1), op)
-    if not isinstance(source, Tensor):
+    if not isinstance(source, TensorBase):
         raise TypeError(f"{op}: source must be a tensor, got {type(source).__name__}")
     if x.ndim == 0:
         if source.ndim != 0 or index.numel() != 1:
@@ -779,7 +727,6 @@ def _index_add(x, dim, index, source, alpha, op):
             f"{index.shape[0]}), got {tuple(source.shape)}"
         )
     _check_values(index, x.shape[d], d, False)
-    from .elementwise import mul
 
     vals = movement.cast(source if alpha == 1 else mul(source, alpha), x.dtype)
     args = (tuple(x.shape), _identity_map(x.ndim), (0,) * x.ndim, (d,), False, True)
@@ -828,7 +775,6 @@ def take_along_dim(x, indices, dim=None):
 def _iter(x):
     if x.ndim == 0:
         raise TypeError("iteration over a 0-d tensor")
-    from .shape import select
 
     return (select(x, 0, i) for i in range(x.shape[0]))
 
@@ -843,7 +789,6 @@ __all__ = [
     "index_put",
     "take_along_dim",
     "masked_select",
-    "nonzero",
 ]
 
 TENSOR_METHODS = {
@@ -864,5 +809,4 @@ TENSOR_METHODS = {
     "index_put_": index_put_,
     "take_along_dim": take_along_dim,
     "masked_select": masked_select,
-    "nonzero": nonzero,
 }

@@ -5,14 +5,27 @@ The mechanism is graph/inplace.py: each op here only says how the new value is c
 
 import numbers
 
-from .. import random
 from .._core import grad_mode as autograd_state
+from .._core._structs import TensorBase
 from .._core.errors import ShapeError
 from .._core.shapes import broadcast_shapes
-from ..graph.inplace import apply_inplace, write_inplace
+from ..graph import inplace as _engine
+from ..graph.inplace import write_inplace
 from ..kernels.cpu.kernels import np_view
-from . import movement
+from ..kernels.host import host_array, write_host
+from . import movement, random
+from .creation import _fill_random_cuda, empty
+from .device import to_device
 from .elementwise import add, div, mul, sub
+from .factory import scalar_tensor
+from .pointwise import clamp, masked_fill
+from .pointwise import pow as _pow
+
+
+def apply_inplace(t, fn, opname):
+    """Make `t` hold ``fn(old value of t)``, cast to t's dtype (``x += 0.5`` on an int tensor stays int, as in
+    torch), and return t (the mechanism: graph/inplace.py)."""
+    return _engine.apply_inplace(t, lambda old: movement.cast(fn(old), t.dtype), opname)
 
 
 def add_(t, other, *, alpha=1):
@@ -36,27 +49,20 @@ def div_(t, other):
 
 
 def clamp_(t, min=None, max=None):  # noqa: A002
-    from .pointwise import clamp
 
     return apply_inplace(t, lambda old: clamp(old, min, max), "clamp_")
 
 
 def masked_fill_(t, mask, value):
-    from .pointwise import masked_fill
-
     return apply_inplace(t, lambda old: masked_fill(old, mask, value), "masked_fill_")
 
 
 def pow_(t, exponent):
-    from .pointwise import pow as _pow
-
     return apply_inplace(t, lambda old: _pow(old, exponent), "pow_")
 
 
 def fill_(t, value):
-    from .._tensor import Tensor, scalar_tensor
-
-    if isinstance(value, Tensor):
+    if isinstance(value, TensorBase):
         if value.numel() != 1:
             raise ValueError(
                 f"fill_ expects a number or a one-element tensor, got shape {tuple(value.shape)}"
@@ -75,9 +81,7 @@ def zero_(t):
 
 def copy_(t, src):
     """Copy src's values into t (broadcasting src to t's shape, casting to t's dtype), from any device."""
-    from .._tensor import Tensor
-
-    if not isinstance(src, Tensor):
+    if not isinstance(src, TensorBase):
         raise TypeError(f"copy_ expects a tensor, got {type(src).__name__}")
     if src.device != t.device:
         return _copy_across(t, src)
@@ -88,8 +92,6 @@ def _copy_across(t, src):
     """copy_ from another device. Outside a graph the values cross once, straight into t's memory (host values
     are broadcast and cast on the host); otherwise src moves by the ``to_device`` op, so the gradient goes back
     to src's device, and the copy is an ordinary in-place op on t's device."""
-    from .device import to_device
-
     if broadcast_shapes(tuple(src.shape), tuple(t.shape), op="copy_") != tuple(t.shape):
         raise ShapeError(
             f"copy_: src of shape {tuple(src.shape)} can't be broadcast to the destination's shape "
@@ -108,8 +110,6 @@ def _copy_across(t, src):
 
 def _write_across(dst, src):
     """dst[...] = src for realized tensors on two devices, one of them the CPU."""
-    from .device import host_array, write_host
-
     src._realized()
     if dst.device.type != "cpu":
         write_host(dst, host_array(src))  # broadcast and cast on the host, then one host-to-device copy
@@ -129,8 +129,6 @@ def _random_(t, kind, p1, p2, generator, opname):
     """Fill t from the Philox stream of `generator` on t's device (the CUDA kernel draws the CPU's numbers for the
     same seed). A contiguous t outside any graph is filled in its own memory; otherwise a fresh tensor is drawn
     and copied in."""
-    from ..creation import _fill_random_cuda, empty
-
     if not t.dtype.is_floating_point:
         raise TypeError(f"{opname} needs a floating point tensor, got {t.dtype}")
     fill = _fill_random_cuda if t.device.type == "cuda" else random.fill_tensor

@@ -5,6 +5,7 @@ from .._core.errors import ShapeError
 from ..graph._graph import record
 from ..kernels.cpu import kernels as cpu
 from . import _movement
+from ._reduce import sum_to_shape  # the compiled reduce half: reduce.py imports this module
 from .registry import register
 
 
@@ -22,10 +23,8 @@ def clone(x):
     survives reset_transient_arenas() (DESIGN §3); inside a graph it is an op like any other."""
     if x.requires_grad and autograd_state.grad_enabled:
         return record(COPY, (x,), (), [(x.shape, x.dtype)], x.device)[0]
-    from ..autograd.api import _persistent_copy
-
     x._realized()
-    return _persistent_copy(x)
+    return _movement.persistent_copy(x)
 
 
 def _view_bw(node, g):
@@ -37,8 +36,6 @@ VIEW = register("view", cpu=cpu.view, backward=_view_bw, view=True, saves_inputs
 
 
 def _expand_bw(node, g):
-    from .reduce import sum_to_shape
-
     return (sum_to_shape(g, node.inputs[0].shape),)
 
 

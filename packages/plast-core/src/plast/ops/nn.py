@@ -18,9 +18,15 @@ from ..kernels.cpu import kernels_nn as K
 from ..kernels.cpu.kernels import np_view
 from . import _linalg, movement
 from . import reduce as R
+from .creation import rand, tensor
 from .elementwise import add, div, mul, neg, sub
+from .factory import scalar_tensor
+from .indexing import getitem, index_put_, index_select
+from .inplace import mul_
 from .linalg import matmul
+from .pointwise import clamp_min, gt, where
 from .registry import register
+from .shape import _identity_map, strided_scatter, strided_view
 from .unary import _out, abs, exp, log, log1p, relu, sigmoid, sqrt  # noqa: A004
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -593,9 +599,6 @@ def _emb_bw(node, g):
 
 def _emb_freq_bw(node, g):
     """scale_grad_by_freq: each row's gradient divided by how often its id occurs in the batch."""
-    from .._tensor import scalar_tensor
-    from .pointwise import clamp_min
-
     ids, w = node.inputs
     num = w.shape[0]
     gw = _embedding_backward(g, ids, num, node.args[0])
@@ -678,9 +681,6 @@ def _embedding_renorm_(weight, ids, max_norm, norm_type):
     """Rescale, in place and without gradient, the rows of weight that ids pick and whose norm exceeds max_norm,
     to max_norm / (norm + 1e-7) times themselves (torch's embedding_renorm_). Repeated ids write the same row
     value, so no deduplication is needed."""
-    from .indexing import getitem, index_put_
-    from .pointwise import gt, where
-
     if ids.numel() == 0:
         return
     flat = movement.reshape(ids, (ids.numel(),))
@@ -851,124 +851,92 @@ def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
         raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
         return input
-    from ..creation import rand
 
     dt = input.dtype if input.dtype.is_floating_point else dtypes.float32
     u = rand(tuple(input.shape), generator=generator, dtype=dt, device=input.device)
     mask = record(DROPOUT_MASK, (u,), (float(p),), [(input.shape, dt)], input.device)[0]
     if inplace:
-        from .inplace import mul_
-
         return mul_(input, mask)
     return mul(input, mask)
 
 
-# ---- attention ----
-
-BOOL_MASK = register("bool_mask_to_additive", cpu=K.bool_mask_to_additive)
+# ---- padding ----
 
 
-def _additive_mask(mask, dt):
-    return record(BOOL_MASK, (mask,), (dt.code,), [(mask.shape, dt)], mask.device)[0]
-
-
-def _causal_mask(L, S, dt, device):
+def _pad_indices(n, left, right, mode):
+    """Source index along one dim for each padded position (reflect / replicate / circular)."""
     import numpy as np
 
-    from ..creation import tensor
+    pos = np.arange(-left, n + right)
+    if mode == "replicate":
+        src = np.clip(pos, 0, n - 1)
+    elif mode == "reflect":
+        period = 2 * (n - 1)
+        m = np.mod(pos, period) if period else np.zeros_like(pos)
+        src = np.where(m >= n, period - m, m)
+    else:  # circular
+        src = np.mod(pos, n)
+    return src
 
-    return _additive_mask(tensor(np.tril(np.ones((L, S), dtype=bool)), device=device), dt)
 
+def pad(x, pad, mode="constant", value=None):
+    """torch.nn.functional.pad: `pad` lists (left, right) amounts for the last dim first, then the one before...
 
-def scaled_dot_product_attention(
-    query,
-    key,
-    value,
-    attn_mask=None,
-    dropout_p=0.0,
-    is_causal=False,
-    scale=None,
-    enable_gqa=False,
-    *,
-    generator=None,
-):
-    """softmax(q @ k^T * scale + mask) @ v with torch's semantics: a bool mask marks positions that may be
-    attended (True), a float mask is added to the scores; is_causal masks the upper triangle. Rows with
-    nothing to attend give zeros. Without a mask or dropout, float32/float64 operands of at least 3 dims with
-    equal batch dims go to the blocked kernel of ops/attention.py (no L x S matrix); the rest is a composite.
+    Negative amounts crop (constant mode). Modes: 'constant' (with `value`, default 0), 'reflect', 'replicate',
+    'circular'.
 
-    >>> q = plast.ones(1, 2, 4)
-    >>> plast.scaled_dot_product_attention(q, q, q).shape
-    plast.Size([1, 2, 4])
+    >>> plast.pad(plast.ones(2), (1, 2)).tolist()
+    [0.0, 1.0, 1.0, 0.0, 0.0]
     """
-    op = "scaled_dot_product_attention"
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        _tensor_check(t, op, name)
-        if t.ndim < 2:
-            raise ShapeError(
-                f"{op}: {name} must have at least 2 dims (..., seq, features), got {tuple(t.shape)}"
-            )
-    _same_device(op, query, key, value, attn_mask)
-    if query.shape[-1] != key.shape[-1]:
-        raise ShapeError(
-            f"{op}: query {tuple(query.shape)} and key {tuple(key.shape)} must have the same last dim"
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2:
+        raise ShapeError(f"pad: padding length must be even (pairs of left, right), got {len(pad)}")
+    if len(pad) // 2 > x.ndim:
+        raise ShapeError(f"pad: padding length {len(pad)} is too large for a tensor with {x.ndim} dims")
+    per_dim = {x.ndim - 1 - i: (pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)}
+    if mode == "constant":
+        shape = list(x.shape)
+        base = [0] * x.ndim
+        out_shape = list(x.shape)
+        put = [0] * x.ndim
+        for d, (lft, rgt) in per_dim.items():
+            size = x.shape[d] + min(lft, 0) + min(rgt, 0)
+            if size < 0:
+                raise ShapeError(
+                    f"pad: padding {(lft, rgt)} makes dim {d} (size {x.shape[d]}) negative; input {tuple(x.shape)}"
+                )
+            base[d] = -min(lft, 0)
+            shape[d] = size
+            put[d] = max(lft, 0)
+            out_shape[d] = size + max(lft, 0) + max(rgt, 0)
+        xc = strided_view(x, shape, _identity_map(x.ndim), base)
+        fill = 0 if value is None else value
+        if not x.dtype.is_floating_point and isinstance(fill, float):
+            fill = int(fill)
+        return strided_scatter(xc, out_shape, _identity_map(x.ndim), put, fill)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+    if value not in (None, 0):
+        raise ValueError(
+            f"pad: value is only used with mode='constant', got value={value} with mode={mode!r}"
         )
-    if key.shape[-2] != value.shape[-2]:
-        raise ShapeError(
-            f"{op}: key {tuple(key.shape)} and value {tuple(value.shape)} must have the same length"
-        )
-    if attn_mask is not None and is_causal:
-        raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both (as in torch)")
-    dt = dtypes.promote(dtypes.promote(query.dtype, key.dtype), value.dtype)
-    if not dt.is_floating_point:
-        dt = dtypes.float32
-    q, k, v = (movement.cast(t, dt) for t in (query, key, value))
-    if enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
-        hq, hk = q.shape[-3], k.shape[-3]
-        if hq % hk or k.shape[-3] != v.shape[-3]:
+
+    out = x
+    for d, (lft, rgt) in sorted(per_dim.items()):
+        n = x.shape[d]
+        if mode == "reflect" and (lft >= n or rgt >= n):
             raise ShapeError(
-                f"{op}: with enable_gqa, query heads ({hq}) must be a multiple of key/value heads ({hk})"
+                f"pad: reflect padding {(lft, rgt)} must be smaller than the size of dim {d} ({n})"
             )
-        k, v = (_repeat_heads(t, hq // hk) for t in (k, v))
-    L, S = q.shape[-2], k.shape[-2]
-    sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    if attn_mask is None and not dropout_p > 0.0 and _flash_fits(q, k, v, sc):
-        from .attention import flash_attention
-
-        return flash_attention(q, k, v, sc, is_causal)
-    scores = mul(matmul(q, movement.transpose(k, -2, -1)), sc)
-    if is_causal:
-        scores = add(scores, _causal_mask(L, S, dt, q.device))
-    elif attn_mask is not None:
-        _tensor_check(attn_mask, op, "attn_mask")
-        broadcast_shapes(attn_mask.shape, scores.shape, op=f"{op} (attn_mask)")
-        m = _additive_mask(attn_mask, dt) if attn_mask.dtype is dtypes.bool_ else movement.cast(attn_mask, dt)
-        scores = add(scores, m)
-    attn = _safe_softmax(scores, -1)
-    if dropout_p > 0.0:
-        attn = dropout(attn, dropout_p, generator=generator)
-    return matmul(attn, v)
-
-
-def _flash_fits(q, k, v, scale):
-    """The blocked kernel takes these operands: CPU, float32/float64, at least 3-d with equal batch dims
-    (after GQA's repeat), nonempty head dims, a finite scale."""
-    return (
-        q.device.type == "cpu"
-        and q.dtype in (dtypes.float32, dtypes.float64)
-        and q.ndim >= 3
-        and q.ndim == k.ndim == v.ndim
-        and tuple(q.shape[:-2]) == tuple(k.shape[:-2]) == tuple(v.shape[:-2])
-        and q.shape[-1] >= 1
-        and v.shape[-1] >= 1
-        and math.isfinite(scale)
-    )
-
-
-def _repeat_heads(t, r):
-    shape = tuple(t.shape)
-    e = movement.expand(movement.reshape(t, shape[:-2] + (1,) + shape[-2:]), shape[:-2] + (r,) + shape[-2:])
-    return movement.reshape(e, shape[:-3] + (shape[-3] * r,) + shape[-2:])
+        if mode == "circular" and (lft > n or rgt > n):
+            raise ShapeError(f"pad: circular padding {(lft, rgt)} can't exceed the size of dim {d} ({n})")
+        if mode == "replicate" and n == 0 and (lft or rgt):
+            raise ShapeError(f"pad: can't replicate-pad dim {d}, which is empty")
+        if lft < 0 or rgt < 0:
+            raise ShapeError(f"pad: negative padding is only allowed with mode='constant', got {(lft, rgt)}")
+        if lft or rgt:
+            out = index_select(out, d, tensor(_pad_indices(n, lft, rgt, mode)))
+    return out if out is not x else movement.clone(x)
 
 
 __all__ = [
@@ -989,7 +957,7 @@ __all__ = [
     "layer_norm",
     "rms_norm",
     "dropout",
-    "scaled_dot_product_attention",
+    "pad",
 ]
 
 TENSOR_METHODS = {

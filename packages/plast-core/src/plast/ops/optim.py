@@ -13,6 +13,7 @@ from .._core.grad_mode import no_grad
 from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim as K
 from . import _optim_args
+from .creation import zeros
 from .registry import register
 
 SGD_UPDATE = register("sgd_update", cpu=K.sgd_update)
@@ -48,8 +49,6 @@ def sgd_update_(params, grads, momentum_bufs, hyper, *, fresh=None, nesterov=Fal
     if momentum_bufs is not None:
         bufs = _tensor_list(momentum_bufs, n, op, "momentum_bufs", same_shape_as=params)
         if fresh is None:
-            from ..creation import zeros
-
             fresh = [zeros((), dtype="float64") for _ in range(n)]
         fresh = _scalar_list(fresh, n, op, "fresh")
         inputs += bufs + fresh

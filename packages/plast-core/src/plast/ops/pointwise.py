@@ -11,12 +11,16 @@ import math
 import numpy as np
 
 from .._core import dtypes
+from .._core._structs import TensorBase
 from .._core.errors import DeviceMismatchError, DTypeError, ShapeError
 from .._core.shapes import broadcast_shapes
 from ..graph._graph import record
 from ..kernels.cpu import kernels_pointwise as cpu
 from . import movement
+from .creation import tensor, zeros_like
+from .device import values_of
 from .elementwise import add, div, mul, neg, sub
+from .factory import scalar_tensor
 from .registry import register
 from .unary import _out, exp, log, log1p
 
@@ -24,9 +28,7 @@ _SCALARS = (bool, int, float)
 
 
 def _is_operand(v):
-    from .._tensor import Tensor
-
-    return isinstance(v, (Tensor, *_SCALARS, np.generic))
+    return isinstance(v, (TensorBase, *_SCALARS, np.generic))
 
 
 def _scalar_dtype(v):
@@ -35,12 +37,10 @@ def _scalar_dtype(v):
 
 def _operands(vals, opname, device=None):
     """Tensors and Python scalars -> tensors of one promoted dtype on one device: (tensors, dtype, device)."""
-    from .._tensor import Tensor, scalar_tensor
-
     vals = [v.item() if isinstance(v, np.generic) else v for v in vals]
-    tensors = [v for v in vals if isinstance(v, Tensor)]
+    tensors = [v for v in vals if isinstance(v, TensorBase)]
     for v in vals:
-        if not isinstance(v, (Tensor, *_SCALARS)):
+        if not isinstance(v, (TensorBase, *_SCALARS)):
             raise TypeError(f"{opname}: expected tensors or Python numbers, got {type(v).__name__}")
     for t in tensors:
         if device is None:
@@ -51,8 +51,8 @@ def _operands(vals, opname, device=None):
             )
     if device is None:
         raise TypeError(f"{opname}: expected at least one tensor")
-    dt = dtypes.result_type(tensors, [v for v in vals if not isinstance(v, Tensor)])
-    out = [movement.cast(v, dt) if isinstance(v, Tensor) else scalar_tensor(v, dt, device) for v in vals]
+    dt = dtypes.result_type(tensors, [v for v in vals if not isinstance(v, TensorBase)])
+    out = [movement.cast(v, dt) if isinstance(v, TensorBase) else scalar_tensor(v, dt, device) for v in vals]
     return out, dt, device
 
 
@@ -81,15 +81,11 @@ def _dunder(fn, reflected=False):
 
 
 def _zeros_like(g):
-    from ..creation import zeros_like
-
     return zeros_like(g)
 
 
 def _check_tensor(x, opname):
-    from .._tensor import Tensor
-
-    if not isinstance(x, Tensor):
+    if not isinstance(x, TensorBase):
         raise TypeError(f"{opname}: expected a tensor, got {type(x).__name__}")
     return x
 
@@ -137,13 +133,11 @@ def pow(input, exponent):  # noqa: A001
     >>> (2 ** plast.tensor([0, 1, 3])).tolist()
     [1, 2, 8]
     """
-    from .._tensor import Tensor
-
     exponent = exponent.item() if isinstance(exponent, np.generic) else exponent
     (a, b), dt, dev = _operands((input, exponent), "pow")
     _no_bool(dt, "pow")
     args = ()
-    if isinstance(input, Tensor) and isinstance(exponent, _SCALARS):
+    if isinstance(input, TensorBase) and isinstance(exponent, _SCALARS):
         if not dt.is_floating_point and exponent < 0:
             raise RuntimeError(
                 f"pow: integers to negative integer powers are not allowed ({input.dtype} tensor ** {exponent}); "
@@ -317,14 +311,34 @@ WHERE = register("where", cpu=cpu.where, backward=_where_bw, fusible=True)
 
 
 def _check_bool(t, opname, what):
-    from .._tensor import Tensor
-
-    if not isinstance(t, Tensor):
+    if not isinstance(t, TensorBase):
         raise TypeError(f"{opname}: {what} must be a bool tensor, got {type(t).__name__}")
     if t.dtype is not dtypes.bool_:
         raise DTypeError(
             f"{opname}: {what} must be a bool tensor, got {t.dtype}; compare first (e.g. x > 0) or call .bool()"
         )
+
+
+def nonzero(x, *, as_tuple=False):
+    """Indices of the non-zero elements: an (N, ndim) int64 tensor, or a tuple of ndim 1-D tensors.
+
+    Reads x's values (the result's shape depends on them).
+
+    >>> plast.tensor([0, 3, 0, 4]).nonzero().tolist()
+    [[1], [3]]
+    """
+    a = values_of(x)
+    dev = x.device
+    if a.ndim == 0:
+        a = a.reshape(1)
+        nz = np.nonzero(a)
+        if as_tuple:
+            return (tensor(nz[0].astype(np.int64), device=dev),)
+        return tensor(np.zeros((len(nz[0]), 0), np.int64), device=dev)
+    nz = np.nonzero(a)
+    if as_tuple:
+        return tuple(tensor(i.astype(np.int64), device=dev) for i in nz)
+    return tensor(np.stack(nz, axis=1).astype(np.int64), device=dev)
 
 
 def where(condition, input=None, other=None):  # noqa: A002
@@ -337,10 +351,8 @@ def where(condition, input=None, other=None):  # noqa: A002
     """
     if input is None and other is None:
         # torch.where(condition) is nonzero(condition, as_tuple=True): one int64 index tensor per dim
-        from .._tensor import Tensor
-        from .indexing import nonzero
 
-        if not isinstance(condition, Tensor):
+        if not isinstance(condition, TensorBase):
             raise TypeError(f"where(condition): condition must be a tensor, got {type(condition).__name__}")
         return nonzero(condition, as_tuple=True)
     if input is None or other is None:
@@ -365,13 +377,11 @@ def masked_fill(input, mask, value):
     >>> x.masked_fill(x > 1.5, 0.0).tolist()
     [1.0, 0.0, 0.0]
     """
-    from .._tensor import Tensor, scalar_tensor
-
-    if not isinstance(input, Tensor):
+    if not isinstance(input, TensorBase):
         raise TypeError(f"masked_fill: expected a tensor, got {type(input).__name__}")
     _check_bool(mask, "masked_fill", "mask")
     dt = input.dtype
-    if isinstance(value, Tensor):
+    if isinstance(value, TensorBase):
         if value.ndim != 0:
             raise ShapeError(
                 f"masked_fill: value must be a number or a 0-dimensional tensor, got shape {tuple(value.shape)}"
@@ -447,9 +457,7 @@ LOGICAL_NOT = _no_grad_op("logical_not", cpu.unary)
 
 
 def _as_bool(v, opname):
-    from .._tensor import Tensor
-
-    if isinstance(v, Tensor):
+    if isinstance(v, TensorBase):
         return movement.cast(v, dtypes.bool_)
     if isinstance(v, np.generic):
         v = v.item()
@@ -770,9 +778,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     >>> plast.addcdiv(plast.tensor([1.0]), plast.tensor([3.0]), plast.tensor([2.0]), value=2).tolist()
     [4.0]
     """
-    from .._tensor import Tensor
-
-    if all(isinstance(t, Tensor) and not t.dtype.is_floating_point for t in (tensor1, tensor2)):
+    if all(isinstance(t, TensorBase) and not t.dtype.is_floating_point for t in (tensor1, tensor2)):
         raise DTypeError(
             f"addcdiv: integer division is not supported (tensor1 is {tensor1.dtype}, tensor2 is {tensor2.dtype}); "
             "use input + value * tensor1 / tensor2, or convert with .float()"
@@ -782,6 +788,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 
 __all__ = [
+    "nonzero",
     "pow", "floor_divide", "remainder", "fmod", "maximum", "minimum", "clamp", "clip", "clamp_min", "clamp_max",
     "where", "masked_fill", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
     "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "isfinite", "isnan", "isinf",

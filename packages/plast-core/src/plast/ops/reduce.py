@@ -12,14 +12,20 @@ import collections
 import math
 
 from .._core import dtypes
+from .._core._structs import TensorBase
 from .._core.errors import DTypeError, ShapeError
 from .._core.shapes import norm_dim, numel
 from ..graph._graph import record
 from ..graph.tape import tracing
 from ..kernels.cpu import kernels as cpu
 from ..kernels.cpu import kernels_reduce as rk
-from . import _reduce, movement
+from . import _reduce, movement, unary
+from .creation import eye, rand
+from .elementwise import add, div, mul, sub
+from .linalg import matmul
+from .pointwise import maximum, minimum, where
 from .registry import register
+from .unary import exp, log, sign
 
 # torch.return_types look-alikes: tuples with .values and .indices
 _MaxResult = collections.namedtuple("max", ["values", "indices"])
@@ -114,8 +120,6 @@ TIE_WEIGHTS = register("reduce_tie_weights", cpu=rk.tie_weights)
 
 
 def _minmax_bw(node, g):
-    from .elementwise import mul
-
     x = node.inputs[0]
     dims, keepdim = node.args
     m = _output(node)
@@ -204,16 +208,9 @@ def argmin(x, dim=None, keepdim=False):
 
 
 def _minmax(name, x, dim, keepdim, other):
-    from .._tensor import Tensor
-
-    if isinstance(dim, Tensor) or other is not None:
-        import plast
-
-        fname = "maximum" if name == "max" else "minimum"
-        fn = getattr(plast, fname, None)
-        if fn is None:
-            raise NotImplementedError(f"{name}(a, b) is plast.{fname}, which this build doesn't have yet")
-        return fn(x, dim if isinstance(dim, Tensor) else other)
+    if isinstance(dim, TensorBase) or other is not None:
+        fn = maximum if name == "max" else minimum  # torch.max(a, b) is torch.maximum(a, b)
+        return fn(x, dim if isinstance(dim, TensorBase) else other)
     if dim is None:
         if keepdim:
             raise TypeError(
@@ -260,8 +257,6 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     >>> plast.tensor([1.0, 2.0, 3.0, 4.0]).var().item()
     1.6666666269302368
     """
-    from .elementwise import div, mul, sub
-
     if isinstance(dim, bool):  # torch.var(x, unbiased)
         dim, unbiased = None, dim
     if unbiased is not None and correction is not None:
@@ -277,8 +272,6 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def _safe_sqrt_bw(node, g):
-    from .elementwise import mul
-
     return (mul(g, mul(_safe_inv(_output(node)), 0.5)),)
 
 
@@ -301,25 +294,16 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 def _safe_inv(n):
     """1/n where n > 0 and 0 where n == 0 (n >= 0), in plast ops: a zero norm gets a zero gradient."""
-    from .elementwise import add, div, sub
-    from .unary import sign
-
     s = sign(n)
     return div(s, add(sub(n, s), 1.0))
 
 
 def _pow_pos(t, e):
     """t ** e for t > 0, in plast ops (exp/log)."""
-    from .elementwise import mul
-    from .unary import exp, log
-
     return exp(mul(log(t), e))
 
 
 def _norm_bw(node, g):
-    from .elementwise import add, mul, sub
-    from .unary import abs, sign
-
     x = node.inputs[0]
     p, dims, keepdim = node.args
     n = _output(node)
@@ -330,7 +314,7 @@ def _norm_bw(node, g):
         scale = mul(g, _safe_inv(n))
         return (mul(x, movement.expand(scale, x.shape)),)
     # d/dx (sum |x|^p)^(1/p) = sign(x) |x|^(p-1) / n^(p-1); zeros of x (and a zero norm) get 0
-    ax = abs(x)
+    ax = unary.abs(x)
     nz = sign(ax)
     xt = mul(sign(x), _pow_pos(add(sub(ax, nz), 1.0), p - 1.0))
     ns = sign(n)
@@ -349,8 +333,6 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     >>> plast.tensor([3.0, 4.0]).norm().item()
     5.0
     """
-    from .unary import abs, sign
-
     if dtype is not None:
         x = movement.cast(x, dtype)
     _need_float(x, "norm")
@@ -372,11 +354,11 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
                 f"norm(): cannot compute the {'-' if p < 0 else ''}inf norm over an empty dim of shape "
                 f"{tuple(x.shape)}: the operation has no identity"
             )
-        return (amax if p > 0 else amin)(abs(x), dims, keepdim)
+        return (amax if p > 0 else amin)(unary.abs(x), dims, keepdim)
     if p == 1.0:
-        return sum(abs(x), dims, keepdim)
+        return sum(unary.abs(x), dims, keepdim)
     if p == 0.0:
-        return sum(sign(abs(x)), dims, keepdim)
+        return sum(sign(unary.abs(x)), dims, keepdim)
     shape = _reduced_shape(x.shape, dims, keepdim)
     return record(NORM, (x,), (p, dims, keepdim), [(shape, x.dtype)], x.device)[0]
 
@@ -397,11 +379,6 @@ def _svd_bw(node, gu, gs, gvh):
     """Reduced SVD's backward for real matrices. With only gS (singular-value norms) it is U diag(gS) Vh; the
     gU / gVh terms (reached by higher derivatives of those norms) follow the standard formula with
     F[i, j] = 1 / (s_j^2 - s_i^2) off the diagonal, so repeated or zero singular values give inf/nan, as in torch."""
-    from ..creation import eye
-    from .elementwise import add, div, mul, sub
-    from .linalg import matmul
-    from .pointwise import where
-
     u, s, vh = _svd_outputs(node)
     k = s.shape[-1]
     row = movement.reshape(s, tuple(s.shape[:-1]) + (1, k))  # scales columns
@@ -468,8 +445,6 @@ def matrix_norm(x, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
     >>> round(plast.ops.reduce.matrix_norm(plast.tensor([[3.0, 0.0], [0.0, 4.0]]), "nuc").item(), 4)
     7.0
     """
-    from .unary import abs
-
     if dtype is not None:
         x = movement.cast(x, dtype)
     _need_float(x, "linalg.matrix_norm")
@@ -492,7 +467,7 @@ def matrix_norm(x, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
     if ord in (1, -1, math.inf, -math.inf):
         # |ord| = 1: column sums (over the row dim d0), then max/min over columns; inf: row sums, over rows
         summed, over = (d0, d1) if builtins.abs(ord) == 1 else (d1, d0)
-        r = (amax if ord > 0 else amin)(sum(abs(x), summed, keepdim=True), over, keepdim=True)
+        r = (amax if ord > 0 else amin)(sum(unary.abs(x), summed, keepdim=True), over, keepdim=True)
         return r if keepdim else movement.reshape(r, _reduced_shape(x.shape, (d0, d1), False))
     raise ValueError(
         f"linalg.matrix_norm: order {ord!r} is not supported; use 'fro', 'nuc', 2, -2, 1, -1, inf or -inf"
@@ -540,8 +515,6 @@ PROD_EXCL = register("reduce_prod_excl", cpu=rk.prod_excl, backward=_prod_excl_b
 
 
 def _prod_bw(node, g):
-    from .elementwise import mul
-
     x = node.inputs[0]
     dim, keepdim = node.args
     if dim is None:
@@ -706,8 +679,6 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
     >>> plast.multinomial(plast.tensor([0.0, 1.0, 0.0]), 2, replacement=True, generator=g).tolist()
     [1, 1]
     """
-    from ..creation import rand
-
     if not probs.dtype.is_floating_point:
         raise DTypeError(f"multinomial(): only supports floating-point weights, got {probs.dtype}")
     if probs.ndim not in (1, 2):

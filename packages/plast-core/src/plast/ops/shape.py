@@ -11,6 +11,7 @@ written into the same window), whose backward is the view again, so double backw
 import numbers
 
 from .._core import dtypes
+from .._core._structs import TensorBase
 from .._core.errors import DeviceMismatchError, ShapeError
 from .._core.shapes import contiguous_strides, norm_dim, numel
 from ..graph._graph import record
@@ -279,15 +280,13 @@ CAT = register("cat", cpu=kix.cat, backward=_cat_bw, saves_inputs=False)
 
 
 def _tensor_list(tensors, op):
-    from .._tensor import Tensor
-
-    if isinstance(tensors, Tensor):
+    if isinstance(tensors, TensorBase):
         raise TypeError(f"{op}: expected a sequence of tensors, got a single tensor (wrap it in a list)")
     tensors = list(tensors)
     if not tensors:
         raise ValueError(f"{op}: expected a non-empty list of tensors")
     for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
+        if not isinstance(t, TensorBase):
             raise TypeError(f"{op}: expected tensors, got {type(t).__name__} at position {i}")
     dev = tensors[0].device
     for t in tensors:
@@ -557,84 +556,6 @@ def tile(x, dims):
 # ---- pad ----
 
 
-def _pad_indices(n, left, right, mode):
-    """Source index along one dim for each padded position (reflect / replicate / circular)."""
-    import numpy as np
-
-    pos = np.arange(-left, n + right)
-    if mode == "replicate":
-        src = np.clip(pos, 0, n - 1)
-    elif mode == "reflect":
-        period = 2 * (n - 1)
-        m = np.mod(pos, period) if period else np.zeros_like(pos)
-        src = np.where(m >= n, period - m, m)
-    else:  # circular
-        src = np.mod(pos, n)
-    return src
-
-
-def pad(x, pad, mode="constant", value=None):
-    """torch.nn.functional.pad: `pad` lists (left, right) amounts for the last dim first, then the one before...
-
-    Negative amounts crop (constant mode). Modes: 'constant' (with `value`, default 0), 'reflect', 'replicate',
-    'circular'.
-
-    >>> plast.pad(plast.ones(2), (1, 2)).tolist()
-    [0.0, 1.0, 1.0, 0.0, 0.0]
-    """
-    pad = tuple(int(p) for p in pad)
-    if len(pad) % 2:
-        raise ShapeError(f"pad: padding length must be even (pairs of left, right), got {len(pad)}")
-    if len(pad) // 2 > x.ndim:
-        raise ShapeError(f"pad: padding length {len(pad)} is too large for a tensor with {x.ndim} dims")
-    per_dim = {x.ndim - 1 - i: (pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)}
-    if mode == "constant":
-        shape = list(x.shape)
-        base = [0] * x.ndim
-        out_shape = list(x.shape)
-        put = [0] * x.ndim
-        for d, (lft, rgt) in per_dim.items():
-            size = x.shape[d] + min(lft, 0) + min(rgt, 0)
-            if size < 0:
-                raise ShapeError(
-                    f"pad: padding {(lft, rgt)} makes dim {d} (size {x.shape[d]}) negative; input {tuple(x.shape)}"
-                )
-            base[d] = -min(lft, 0)
-            shape[d] = size
-            put[d] = max(lft, 0)
-            out_shape[d] = size + max(lft, 0) + max(rgt, 0)
-        xc = strided_view(x, shape, _identity_map(x.ndim), base)
-        fill = 0 if value is None else value
-        if not x.dtype.is_floating_point and isinstance(fill, float):
-            fill = int(fill)
-        return strided_scatter(xc, out_shape, _identity_map(x.ndim), put, fill)
-    if mode not in ("reflect", "replicate", "circular"):
-        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
-    if value not in (None, 0):
-        raise ValueError(
-            f"pad: value is only used with mode='constant', got value={value} with mode={mode!r}"
-        )
-    from ..creation import tensor
-    from .indexing import index_select
-
-    out = x
-    for d, (lft, rgt) in sorted(per_dim.items()):
-        n = x.shape[d]
-        if mode == "reflect" and (lft >= n or rgt >= n):
-            raise ShapeError(
-                f"pad: reflect padding {(lft, rgt)} must be smaller than the size of dim {d} ({n})"
-            )
-        if mode == "circular" and (lft > n or rgt > n):
-            raise ShapeError(f"pad: circular padding {(lft, rgt)} can't exceed the size of dim {d} ({n})")
-        if mode == "replicate" and n == 0 and (lft or rgt):
-            raise ShapeError(f"pad: can't replicate-pad dim {d}, which is empty")
-        if lft < 0 or rgt < 0:
-            raise ShapeError(f"pad: negative padding is only allowed with mode='constant', got {(lft, rgt)}")
-        if lft or rgt:
-            out = index_select(out, d, tensor(_pad_indices(n, lft, rgt, mode)))
-    return out if out is not x else movement.clone(x)
-
-
 __all__ = [
     "squeeze",
     "unsqueeze",
@@ -661,7 +582,6 @@ __all__ = [
     "flipud",
     "roll",
     "tile",
-    "pad",
 ]
 
 TENSOR_METHODS = {

@@ -6,6 +6,7 @@ kernels that read them check every index and raise IndexError (naming the index 
 
 import numpy as np
 
+from ..._core._structs import TensorBase
 from ..._core.shapes import contiguous_strides
 from . import _kernels
 from .kernels import np_view
@@ -39,18 +40,14 @@ def _window_layout(t, dims_map, base):
 def _window_view(t, shape, dims_map, base):
     """strided_window of a contiguous tensor's memory, built through np_view (numpy's C API) rather than
     as_strided: one K/V cache row per decoded token makes this a per-token cost."""
-    from ..._tensor import Tensor
-
     strides, off = _window_layout(t, dims_map, base)
-    return np_view(Tensor._from_storage(t._storage, shape, t.dtype, t.device, tuple(strides), off))
+    return np_view(TensorBase._from_storage(t._storage, shape, t.dtype, t.device, tuple(strides), off))
 
 
 def _copy_into_window(t, values, shape, dims_map, base, key):
     """``window[key] = values`` with the C strided copy when `key` is basic (slices over whole dims, one-element
     slices and ints: what _put_key makes of a single position) and `values` has t's dtype and broadcasts to the
     selected region. False (nothing written) otherwise."""
-    from ..._tensor import Tensor
-
     if values.dtype is not t.dtype:
         return False
     strides, off = _window_layout(t, dims_map, base)
@@ -72,7 +69,7 @@ def _copy_into_window(t, values, shape, dims_map, base, key):
         v != 1 and v != r for v, r in zip(reversed(vshape), reversed(rshape))
     ):
         return False  # numpy's broadcasting rules (leading ones, errors) stay with numpy
-    region = Tensor._from_storage(t._storage, tuple(rshape), t.dtype, t.device, tuple(rstrides), off)
+    region = TensorBase._from_storage(t._storage, tuple(rshape), t.dtype, t.device, tuple(rstrides), off)
     return _kernels.copy_same_dtype(values, region)
 
 

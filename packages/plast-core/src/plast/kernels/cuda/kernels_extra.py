@@ -9,6 +9,7 @@ Importable without pycuda.
 import numpy as np
 
 from ...memory import cuda as memory
+from ..cpu.kernels import np_view
 from .abi import Params
 from .kernels import (
     BLOCK,
@@ -148,7 +149,6 @@ def _on_device(t, code):
     dev = getattr(t, "device", "cuda")
     if str(getattr(dev, "type", dev)).startswith("cuda"):
         return contiguous(operand(t), code)
-    from ..cpu.kernels import np_view
 
     host = np.ascontiguousarray(np_view(t), dtype=NP_DTYPE[code])
     st = scratch(host.nbytes)

@@ -10,6 +10,7 @@ else gathered into a contiguous block on the device first (a copy kernel). Impor
 import numpy as np
 
 from ...memory import cuda as memory
+from ..cpu.kernels import np_view
 
 # A strided view is read back as its whole byte span when the span is at most SPAN_FACTOR times its size or
 # at most SPAN_BYTES (a small copy costs about a launch), else gathered on the device first.
@@ -124,8 +125,6 @@ def copy_values(dst, src):
 
 def copy_to_cpu(node, inputs, outputs):
     """CPU column of ``to_device``: a CUDA input copied into a CPU output."""
-    from ..cpu.kernels import np_view
-
     x, out = inputs[0], outputs[0]
     if x.device.type != "cuda":
         raise RuntimeError(f"to_device: the CPU kernel copies from CUDA, got an input on {x.device}")
@@ -141,7 +140,6 @@ def copy_to_cuda(node, inputs, outputs):
         return
     if not out.numel():
         return
-    from ..cpu.kernels import np_view
 
     x._storage.check()
     memory.from_host(out._storage, np.ascontiguousarray(np_view(x)), out._offset * out.dtype.itemsize)

@@ -1,19 +1,22 @@
-"""Tensor factories. Everything made here is a leaf in the persistent arena (DESIGN §3)."""
+"""Tensor factories (plast.tensor, zeros, arange, rand, ...). Everything made here is a leaf in the persistent
+arena (DESIGN §3), made by ops/factory.py."""
 
 import numbers
 
 import numpy as np
 
+from .._core import dtypes
+from .._core._structs import TensorBase
+from .._core.devices import as_device
+from .._core.errors import DTypeError
+from ..graph import tape
+from ..graph._graph import tensor_class
+from ..memory.arena import borrow
 from . import random
-from ._core import dtypes
-from ._core.devices import as_device
-from ._core.errors import DTypeError
-from ._core.shapes import numel
-from ._tensor import Tensor
-from .graph import tape
-from .memory import arenas as _arenas
-from .memory.arena import borrow
-from .ops.device import _check_device, write_host
+from .factory import from_array as _from_array
+from .factory import leaf_array as _leaf_array
+from .factory import new_leaf as _new_leaf
+from .factory import write as _write
 
 
 def _shape_arg(size, fn):
@@ -27,44 +30,9 @@ def _shape_arg(size, fn):
     return tuple(int(s) for s in size)
 
 
-def _device(device):
-    """The device object for `device`; for CUDA, its arenas and kernels are set up now (CudaUnavailableError
-    says why when there is no usable GPU)."""
-    return _check_device(as_device(device))
-
-
-def _new_leaf(shape, dtype, device, requires_grad=False, zero=False):
-    dev = _device(device)
-    st = _arenas.persistent(dev.type).new(numel(shape) * dtype.itemsize, zero)
-    t = Tensor._from_storage(st, shape, dtype, dev)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
-
-
-def _leaf_array(t):
-    """Writable numpy view of a fresh persistent CPU leaf (for filling it)."""
-    return np.frombuffer(t._storage, dtype=t.dtype.np, count=t.numel()).reshape(t.shape)
-
-
-def _write(t, arr):
-    """Fill a fresh leaf with host values (copied to the GPU for a CUDA leaf)."""
-    if t.device.type == "cpu":
-        _leaf_array(t)[...] = arr
-    else:
-        write_host(t, arr)
-
-
-def _from_array(arr, dtype, device, requires_grad):
-    t = _new_leaf(arr.shape, dtype, device, requires_grad)
-    if arr.size:
-        _write(t, arr)
-    return t
-
-
 def _to_numpy(data, fn="tensor"):
     """Convert nested Python data / numpy arrays to an ndarray with torch's inference rules."""
-    if isinstance(data, Tensor):
+    if isinstance(data, TensorBase):
         return data.detach().numpy(), data.dtype
     if isinstance(data, np.ndarray):
         return data, None
@@ -103,7 +71,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     plast.int64
     """
     arr, inferred = _to_numpy(data)
-    if device is None and isinstance(data, Tensor):
+    if device is None and isinstance(data, TensorBase):
         device = data.device  # a copy of a tensor stays on its device, as in torch
     if dtype is not None:
         dt = dtypes.as_dtype(dtype)
@@ -117,7 +85,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
 
 def as_tensor(data, dtype=None, device=None):
-    if isinstance(data, Tensor) and (dtype is None or dtypes.as_dtype(dtype) is data.dtype):
+    if isinstance(data, TensorBase) and (dtype is None or dtypes.as_dtype(dtype) is data.dtype):
         return data
     return tensor(data, dtype=dtype, device=device)
 
@@ -136,7 +104,7 @@ def from_numpy(arr):
             "from_numpy needs native byte order; convert with a.astype(a.dtype.newbyteorder('='))"
         )
     st = borrow(arr, arr.__array_interface__["data"][0], arr.nbytes)
-    return Tensor._from_storage(st, arr.shape, dt)
+    return tensor_class()._from_storage(st, arr.shape, dt)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
@@ -161,7 +129,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
         # zeros: a memset; other values: one fill kernel on the device
         t = _new_leaf(shape, dt, device, requires_grad, zero=fill_value == 0)
         if t.numel() and fill_value != 0:
-            from .kernels.cuda import kernels as cuda_kernels
+            from ..kernels.cuda import kernels as cuda_kernels
 
             cuda_kernels.fill_value(cuda_kernels.addr(t), t._shape, t._strides, dt.code, fill_value)
         return t
@@ -192,7 +160,7 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
 
 
 def _like(t, dtype):
-    if not isinstance(t, Tensor):
+    if not isinstance(t, TensorBase):
         raise TypeError(f"expected a tensor, got {type(t).__name__}")
     return t.shape, (dtype or t.dtype)
 
@@ -264,7 +232,7 @@ def _random_leaf(kind, size, fn, p1, p2, generator, dtype, device, requires_grad
 def _fill_random_cuda(t, kind, p1, p2, generator):
     """random.fill_tensor's twin on the GPU: the Philox kernel draws the CPU's numbers for the same
     (seed, offset), and the generator's offset moves the same way."""
-    from .kernels.cuda import kernels, kernels_nn
+    from ..kernels.cuda import kernels, kernels_nn
 
     g = random._gen(generator)
 
