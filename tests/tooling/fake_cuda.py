@@ -96,7 +96,7 @@ def installed(monkeypatch, driver=None, modules=None):
     from plast.memory import arenas as _arenas
     from plast.ops.registry import OPS
 
-    tensor_mod = sys.modules["plast._tensor"]
+    factory = sys.modules["plast.ops.factory"]  # the shared 0-d constants
     drv = driver if driver is not None else FakeDriver()
     monkeypatch.setattr(cuda_backend, "_probe", (True, "", INFO))
     monkeypatch.setattr(loader, "_ctx", (drv, None, "sm_90"))
@@ -115,5 +115,5 @@ def installed(monkeypatch, driver=None, modules=None):
                 OPS[name].kernels.pop("cuda", None)
             else:
                 OPS[name].kernels["cuda"] = k
-        for key in [k for k, t in tensor_mod._SCALAR_CACHE.items() if t.device.type == "cuda"]:
-            del tensor_mod._SCALAR_CACHE[key]
+        for key in [k for k, t in factory.SCALAR_CACHE.items() if t.device.type == "cuda"]:
+            del factory.SCALAR_CACHE[key]

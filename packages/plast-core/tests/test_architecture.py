@@ -8,8 +8,9 @@ the tables only shrink). Aim: every table empty.
 1. A module-level import never points up the layer order.
 2. No import inside a function, except of pycuda and of the CUDA backend from outside it (lazy on purpose: a
    CPU-only program never loads them; loading plast.kernels.cuda and plast.memory.cuda with plast costs ~170 ms
-   of import time on a 2-core machine), of the sibling distributions, and the counted debt in FUNCTION_IMPORT_DEBT (mostly imports that point up and are
-   deferred to break a cycle: op modules making Tensors, kernels reaching back into the op layer).
+   of import time on a 2-core machine), of the sibling distributions, and the counted debt in
+   FUNCTION_IMPORT_DEBT (what is left is inside the CUDA backend: cycles among its modules, and device memory
+   reaching up for the CUDA context).
 3. No late-binding setter (a lower module handed a class or table from above at import time), except the counted
    debt in LATE_BINDING_DEBT.
 
@@ -43,19 +44,13 @@ LAYERS = [
 UPWARD_MODULE_IMPORTS: dict[tuple[str, str], str] = {}
 
 # Imports inside functions (rule 2), per module. Each is owed: hoist it (same layer or below), or move the code
-# it needs down a layer (upward). The op layer's come from op functions that make Tensors (plast._tensor) and from
-# op families calling each other at call time; the kernel layer's from kernels that reach the op layer.
+# it needs down a layer (upward).
 FUNCTION_IMPORT_DEBT = {
-    "plast.autograd._backward_replay": 3,
-    "plast.autograd.backward_replay": 1,
-    "plast.graph._scheduler": 3,
-    "plast.kernels.cpu._kernels": 1,
-    "plast.kernels.cpu._optim": 1,
-    "plast.kernels.cuda": 1,
-    "plast.kernels.cuda.graphs": 2,
-    "plast.kernels.cuda.kernels": 4,
-    "plast.kernels.cuda.transfer": 3,
-    "plast.memory.cuda": 7,
+    "plast.kernels.cuda": 1,  # the package's register_cuda_kernels, which memory/arenas calls
+    "plast.kernels.cuda.graphs": 1,  # kernels <-> graphs: a capture launches kernels, kernels ask for captures
+    "plast.kernels.cuda.kernels": 4,  # kernels <-> transfer/kernels_nn/kernels_extra; ops.registry's rows
+    "plast.kernels.cuda.transfer": 3,  # transfer <-> kernels
+    "plast.memory.cuda": 7,  # device memory needs the CUDA context of kernels/cuda/loader (up a layer)
 }
 
 # Late-binding setters (rule 3), per module: a compiled module handed its op rows (``_elementwise.bind(...)``),
@@ -64,7 +59,6 @@ FUNCTION_IMPORT_DEBT = {
 LATE_BINDING_DEBT = {
     "plast": 1,  # globals().update(_public_api()): plast.add, plast.softmax, ... from the op modules
     "plast._tensor": 2,  # bind(Tensor, Size); install_tensor_methods(Tensor)
-    "plast.graph._scheduler": 3,  # _bind_kernels() twice, _bind_fusion()
     "plast.ops": 1,  # install_tensor_methods: setattr(cls, name, fn)
     "plast.ops.elementwise": 1,  # _elementwise.bind(OPS_BIN)
     "plast.ops.linalg": 1,  # _linalg.bind({"matmul": ...})

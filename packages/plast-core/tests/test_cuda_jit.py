@@ -253,7 +253,7 @@ def _standin(drv, op):
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """A fake GPU running every CUDA op through its CPU kernel; op table, arenas and caches restored after."""
-    tensor_mod = sys.modules["plast._tensor"]
+    factory = sys.modules["plast.ops.factory"]  # the shared 0-d constants
     drv = FakeDriver()
     info = {"name": "fake", "compute_capability": (9, 0), "devices": 1, "memory_bytes": 1 << 30}
     monkeypatch.setattr(cuda_backend, "_probe", (True, "", info))
@@ -285,8 +285,8 @@ def fake_gpu(monkeypatch):
             OPS[name].kernels.pop("cuda", None)
         else:
             OPS[name].kernels["cuda"] = k
-    for key in [k for k, t in tensor_mod._SCALAR_CACHE.items() if t.device.type == "cuda"]:
-        del tensor_mod._SCALAR_CACHE[key]
+    for key in [k for k, t in factory.SCALAR_CACHE.items() if t.device.type == "cuda"]:
+        del factory.SCALAR_CACHE[key]
 
 
 def _launches(drv):

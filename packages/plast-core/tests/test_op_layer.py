@@ -8,7 +8,7 @@ import torch
 from helpers import helper_test_op
 
 import plast
-from plast.autograd import api as autograd
+from plast.autograd import engine as autograd  # backward the ordinary way: where .grad is written
 from plast.errors import DeviceMismatchError, ShapeError
 from plast.graph import realize
 

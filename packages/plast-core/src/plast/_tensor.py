@@ -5,25 +5,22 @@ from the arenas (DESIGN §3): `_storage` is a Storage (or None while unrealized)
 elements.
 """
 
-import math
-
 import numpy as np
 
 from ._core import dtypes
-from ._core import grad_mode as autograd_state
 from ._core._structs import Size, TensorBase  # noqa: F401 (Size: plast.Size)
 from ._core.errors import JitError
 from ._core.shapes import norm_dim
 from .autograd import api as autograd
-from .autograd.api import _persistent_copy
 from .autograd.backward_replay import try_replay
+from .autograd.engine import backward_leaves
 from .graph._graph import bind
 from .graph.realize import realize
 from .graph.tape import tracing
 from .kernels.cpu.kernels import np_view
-from .kernels.host import host_array, write_host
-from .memory import arenas as _arenas
+from .kernels.host import host_array
 from .ops import movement as M
+from .ops._movement import persistent_copy
 from .ops.creation import tensor
 from .ops.device import to_device
 
@@ -224,7 +221,7 @@ class Tensor(TensorBase):
             self._realized()
             st = self._storage
             if st.arena is not None and st.arena.transient:
-                moved = _persistent_copy(self)
+                moved = persistent_copy(self)
                 self._storage, self._strides, self._offset = moved._storage, moved._strides, moved._offset
                 self._node = None
         self.requires_grad = requires_grad
@@ -234,10 +231,10 @@ class Tensor(TensorBase):
         # a training loop's backward: straight to its replay, as autograd.api.backward would (tried once:
         # a try counts toward recording a replay)
         if gradient is None and not retain_graph and not create_graph and inputs is None:
-            if not _try_replay(self):
-                _autograd()._backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
+            if not try_replay(self):
+                backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
             return
-        _autograd().backward(
+        autograd.backward(
             [self], [gradient], retain_graph=retain_graph, create_graph=create_graph, inputs=inputs
         )
 
@@ -269,12 +266,12 @@ class Tensor(TensorBase):
         if id(self) in memo:
             return memo[id(self)]
         self._realized()
-        out = _persistent_copy(self)
+        out = persistent_copy(self)
         if type(self) is not Tensor:
             out.__class__ = type(self)
         out.requires_grad = self.requires_grad
         if self.grad is not None:
-            out.grad = _persistent_copy(self.grad._realized())
+            out.grad = persistent_copy(self.grad._realized())
         memo[id(self)] = out
         return out
 
@@ -293,58 +290,6 @@ bind(Tensor)
 
 def _rebuild(arr, dtype_name, requires_grad):
     return tensor(arr, dtype=dtypes.as_dtype(dtype_name), requires_grad=requires_grad)
-
-
-_SCALAR_CACHE = {}
-_AUTOGRAD = None
-
-
-def _autograd():
-    """plast.autograd.api (it imports this module's dependents: bound on first use, not imported per call)."""
-    global _AUTOGRAD
-    if _AUTOGRAD is None:
-        _AUTOGRAD = autograd
-    return _AUTOGRAD
-
-
-def _bind_try_replay(t):
-    """autograd.backward_replay.try_replay, bound on first use (the engine imports this module)."""
-    global _try_replay
-    _try_replay = try_replay
-    return try_replay(t)
-
-
-_try_replay = _bind_try_replay
-
-
-def scalar_tensor(value, dtype, device):
-    """A 0-d constant in persistent memory, shared by every op that uses the same (value, dtype, device)."""
-    # -0.0 == 0.0 (and hashes alike) but is another constant: the sign is part of the key
-    # (ops/_elementwise.pyx reads this cache with the same key)
-    key = (
-        type(value),
-        value,
-        math.copysign(1.0, value) if type(value) is float else 0.0,
-        dtype.code,
-        device.type,
-        device.index,
-    )
-    t = _SCALAR_CACHE.get(key)
-    if t is None:
-        if len(_SCALAR_CACHE) > 4096:
-            _SCALAR_CACHE.clear()
-        st = _arenas.persistent(device.type).new(dtype.itemsize)
-        t = Tensor._from_storage(st, (), dtype, device)
-        if device.type == "cpu":
-            np.frombuffer(st, dtype=dtype.np, count=1)[0] = value
-        else:
-            write_host(t, value)
-        _SCALAR_CACHE[key] = t
-    return t
-
-
-def _grad_mode():
-    return autograd_state.grad_enabled
 
 
 # Op methods (t.sum(), t + u, t.view(...)) live with their ops; see plast/ops/__init__.py.

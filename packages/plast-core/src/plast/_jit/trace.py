@@ -33,15 +33,15 @@ import os
 
 from .._core._structs import TensorBase
 from .._core.errors import JitError
-from ..autograd.api import _persistent_copy
+from ..graph import _replay
 from ..graph import tape as _tape_mod
 from ..graph._graph import tensor_class
+from ..graph._replay import run
 from ..graph.planner import plan_memory
 from ..graph.realize import realize
 from ..graph.tape import Step, Tape
 from ..memory import arenas as _arenas
-from . import _replay
-from ._replay import run
+from ..ops._movement import persistent_copy
 
 
 def _debug():
@@ -178,13 +178,13 @@ class JitFunction:
             leaves = []
             tree = _flatten(out, leaves)
             realize([t for t in leaves if t._storage is None])
-            results = [_persistent_copy(t) for t in leaves]  # taped: copies into persistent memory
+            results = [persistent_copy(t) for t in leaves]  # taped: copies into persistent memory
         finally:
             _tape_mod._tape = None
         self.traces += 1
         plan = Plan()
         plan.steps = tape.steps
-        plan.compiled = None  # compiled on the first replay (_jit/_replay.pyx)
+        plan.compiled = None  # compiled on the first replay (graph/_replay.pyx)
         plan.graph = None  # decided on the first replay: a CUDA graph (kernels/cuda/graphs.py) or False
         plan.arg_aliases = aliases
         plan.results = results
@@ -261,7 +261,7 @@ def _cuda_graph(plan):
 
 
 class _DeviceKernel:
-    """A step's kernel as an opaque call: the compiled replay (_jit/_replay.pyx) runs CPU kernels through C
+    """A step's kernel as an opaque call: the compiled replay (graph/_replay.pyx) runs CPU kernels through C
     entry points when it recognizes them, and a step on another device must never look like one."""
 
     __slots__ = ("kernel",)
@@ -312,7 +312,7 @@ def _arg_views(tape, aliases):
 
 def _fresh(t):
     """A new persistent tensor with t's value: what one call hands to its caller."""
-    return _persistent_copy(t)
+    return persistent_copy(t)
 
 
 def jit(fn=None):

@@ -34,7 +34,8 @@ from ..memory import arenas as _arenas
 from .._core.devices import CPU
 from .._core import grad_mode as autograd_state
 from .._core._state cimport flag, is_set
-from ..graph._graph import tensor_class
+from ..graph._graph cimport tensor_class
+from ..graph._replay import run as run_steps
 
 cdef object _CPU = CPU  # the device most tensors carry (compared by identity first)
 cdef dict _ARENAS = _arenas._arenas  # {device type: (persistent, transient)}, mutated in place
@@ -76,7 +77,6 @@ cdef inline Arena _arena(object dev_type, int which):
 
 
 cdef int _off = 0  # >0 inside backward_replay.disabled()
-cdef object _record = None, _run = None  # bound on first use (they import this)
 cdef dict _TAPE = tape.__dict__, _REALIZE = realize.__dict__  # module dicts read by flag() (_core/_state.pxd)
 cdef dict _AG = autograd_state.__dict__
 
@@ -87,16 +87,10 @@ def set_off(int delta):
     _off += delta
 
 
-def try_replay(root):
-    """``root.backward()`` with the implicit gradient, the graph freed and no jit trace running, through a
-    replayed program where one applies (or recorded into one: see backward_replay.py). False, having done
-    nothing, when the caller must run backward the ordinary way."""
-    global _record, _run
-    if _record is None:
-        from . import backward_replay
-        from .api import _backward_leaves
-
-        _record, _run = backward_replay.record, _backward_leaves
+def replay_or_scan(root):
+    """The compiled half of backward_replay.try_replay: True when ``root.backward()`` ran as a replayed program;
+    False, having done nothing, when the caller must run backward the ordinary way; else the graph's Scan, to
+    record a program from (no program for its key yet)."""
     if (
         _off
         or not isinstance(root, TensorBase)
@@ -114,8 +108,7 @@ def try_replay(root):
         return False
     if p is not None:
         return replay(p, s)  # False: a guard failed (see backward_replay.build), the ordinary path runs
-    _record(s, root, _run)
-    return True
+    return s
 
 
 cdef inline bint _on_cpu(object dev):
@@ -258,9 +251,6 @@ cdef object _key(list order, Py_ssize_t total, Py_ssize_t *uses, bint fuse, unsi
     return s
 
 
-cdef object _run_steps = None, _Tensor = None
-
-
 cdef Py_ssize_t *_table(list values, Py_ssize_t width) except NULL:
     """A C copy of a list of `width`-tuples of ints (or of ints, width 1), row after row."""
     cdef Py_ssize_t n = len(values), i, j
@@ -287,7 +277,7 @@ cdef class Program:
 
     cdef readonly list sig          # the Scan.sig of the graph this program was built from
     cdef Py_ssize_t n, m            # input tensors, written sources
-    cdef list steps                 # compiled kernel steps (_jit/_replay.pyx)
+    cdef list steps                 # compiled kernel steps (graph/_replay.pyx)
     cdef list aliases               # the tensors the steps read and write, rebound on every replay
     cdef Py_ssize_t *alias_tab      # per alias: its source, its element offset from the source's
     cdef Py_ssize_t *write_tab      # per written source: bytes, byte offset in the block or -1 (persistent)
@@ -330,11 +320,6 @@ cdef class Program:
     cpdef bint replay(self, Scan s) except -1:
         """Do what backward did on the graph this program was built from, on the graph `s` (same key). False,
         having done nothing, when one of the program's guards fails."""
-        global _run_steps, _Tensor
-        if _run_steps is None:
-            from .._jit._replay import run
-
-            _run_steps, _Tensor = run, tensor_class()
         cdef list order = s.order, leaves = s.leaves
         cdef Py_ssize_t n = self.n, i, k, m = self.m, src
         for i, x in self.guards:
@@ -385,7 +370,7 @@ cdef class Program:
                 t._npcache = None
         finally:
             free(bases)
-        _run_steps(self.steps)
+        run_steps(self.steps)
         cdef PyObject *obj
         cdef Node node
         cdef Py_ssize_t *row
@@ -417,7 +402,7 @@ cdef class Program:
                 node.inputs = ()
         for i, src, shape, dtype in self.grads:
             t = <TensorBase>leaves[i]
-            g = new_lazy(_Tensor, shape, dtype, t.device, None, 0)
+            g = new_lazy(tensor_class(), shape, dtype, t.device, None, 0)
             g._storage = storages[src]
             t.grad = g
         for t in self.aliases:  # the program keeps no memory alive between calls

@@ -5,7 +5,6 @@ this engine — not the op — sums broadcast gradients back to each input's sha
 at one tensor, runs hooks, and writes leaf gradients to persistent memory in one realize call.
 """
 
-from .._core import grad_mode as autograd_state
 from .._core._structs import TensorBase
 from .._core.grad_mode import (  # noqa: F401 (plast.autograd's names)
     _grad_mode,
@@ -16,24 +15,9 @@ from .._core.grad_mode import (  # noqa: F401 (plast.autograd's names)
     set_grad_enabled,
 )
 from ..graph import tape
-from ..ops._movement import persistent_copy
-from ..ops.elementwise import add
 from . import backward_replay
-from ._backward import finish as _finish
-from ._backward import place_gradients, run_backward
-
-
-def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None, checked=None):
-    """Propagate gradients from `roots` (autograd/_backward.pyx). Returns ({id(tensor): [tensor, grad]}, nodes)."""
-    prev = autograd_state.grad_enabled
-    autograd_state.grad_enabled = create_graph  # backward rules record for double backward only if asked
-    try:
-        return run_backward(roots, grad_roots, want, checked)
-    finally:
-        autograd_state.grad_enabled = prev
-
-
-_persistent_copy = persistent_copy  # t's value in fresh persistent memory (the name other modules import)
+from .engine import _finish, _run_backward
+from .engine import backward_leaves as _backward_leaves
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
@@ -49,42 +33,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     ):
         return
     _backward_leaves(tensors, grad_tensors, None, retain_graph, create_graph, inputs)
-
-
-def _backward_leaves(tensors, grad_tensors, checked=None, retain_graph=None, create_graph=False, inputs=None):
-    """backward() the ordinary way: run the rules, realize the gradients, set ``.grad``. Returns the nodes
-    visited (autograd/backward_replay.py records this call to replay it)."""
-    if grad_tensors is None:
-        grad_tensors = [None] * len(tensors)
-    leaf_grads, order = _run_backward(
-        list(tensors), list(grad_tensors), retain_graph, create_graph, want=inputs, checked=checked
-    )
-    updates = []
-    for t, g in leaf_grads.values():
-        if g is None:
-            continue
-        if t.grad is not None:  # accumulate
-            with _grad_mode(create_graph):
-                g = add(t.grad, g)
-        updates.append((t, g))
-    grads = [g for _, g in updates]
-    if create_graph:
-        _finish(order, grads, retain_graph, create_graph)
-        for t, g in updates:
-            t.grad = g
-        return order
-    # Gradients are computed straight into persistent memory where they can be (a jit trace copies them: its
-    # replay keeps the memory it traced).
-    place, keys = place_gradients(grads) if tape._tape is None else (None, None)
-    _finish(order, grads, retain_graph, create_graph, place)
-    for i, (t, g) in enumerate(updates):
-        st = place.get(keys[i]) if place and keys[i] is not None else None
-        # computed into the placed memory (row-major: place_gradients checked)
-        if st is not None and g._storage is st:
-            t.grad = type(g)._from_storage(st, g.shape, g.dtype, g.device)
-        else:
-            t.grad = persistent_copy(g)
-    return order
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):

@@ -13,16 +13,28 @@ import weakref
 from .._core._structs import Node, TensorBase
 from ..graph import realize
 from ..graph._graph import tensor_class
+from ..graph._replay import compile_steps
 from ..graph._scheduler import _GroupKernel, set_capture
 from ..graph.planner import place
 from ..graph.tape import Step
 from ..ops.factory import SCALAR_CACHE
 from . import _backward_replay as _br
 from ._backward import root_ones
+from .engine import backward_leaves
 
 stats = _br.stats
 clear = _br.clear
-try_replay = _br.try_replay  # compiled: the entry point, called by every eligible backward()
+
+
+def try_replay(root):
+    """``root.backward()`` with the implicit gradient, the graph freed and no jit trace running, through a
+    replayed program where one applies, or recorded into one (called by every eligible backward()). False,
+    having done nothing, when the caller must run backward the ordinary way."""
+    s = _br.replay_or_scan(root)
+    if s is True or s is False:
+        return s
+    record(s, root, backward_leaves)
+    return True
 
 
 @contextlib.contextmanager
@@ -222,8 +234,6 @@ class _Recorder:
         sizes = {w: b for w, b in enumerate(nbytes) if not persistent[w]}
         offsets, total = place(sizes, self.first, last) if sizes else ({}, 0)
         block_offset = [offsets[w] if w in offsets else -1 for w in range(len(nbytes))]
-        from .._jit._replay import compile_steps
-
         compiled = compile_steps(self.steps)
         for a in self.aliases:
             a._storage = None

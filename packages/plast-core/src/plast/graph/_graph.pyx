@@ -29,7 +29,8 @@ def bind(tensor_cls):
     _Tensor = tensor_cls
 
 
-def tensor_class():
+cpdef type tensor_class():
+    """plast.Tensor (the class bound above)."""
     return _Tensor
 
 

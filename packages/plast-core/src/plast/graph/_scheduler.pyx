@@ -15,13 +15,14 @@ from plast.kernels.cpu._kernels cimport binary_run, copy_run
 from plast.kernels.cpu._matmul cimport AddmmActKernel, AddmmKernel, MatmulKernel
 from plast.kernels.cpu.fastpath cimport SumKernel
 from .._core._structs cimport Node, OpDef, TensorBase, nbytes, new_lazy
-from ._graph cimport add_readers
+from ._graph cimport add_readers, tensor_class
 from ..memory.arena cimport Arena, Storage, check_storage
 
 from ..memory import arenas as _arenas
 from .._core import grad_mode as autograd_state
 from . import tape
 from ..kernels.cpu import _kernels, kernels
+from . import chains, fusion
 
 # _arenas' {device type: (persistent, transient)} (mutated in place, never rebound): read here without a call
 cdef dict _ARENAS = _arenas._arenas
@@ -39,18 +40,6 @@ cdef inline object _alloc(object arena, Py_ssize_t size):
         return (<Arena>arena).alloc(size)
     return arena.new(size)  # a device arena (memory/cuda.py)
 
-cdef type _Tensor = None
-
-
-cdef inline type _tensor_cls():
-    global _Tensor
-    if _Tensor is None:
-        from ._graph import tensor_class
-
-        _Tensor = tensor_class()
-    return _Tensor
-
-
 # While autograd/backward_replay.py records a backward pass: an object whose append() gets every kernel run as
 # (kernel, node, inputs, outputs) (the recorder, which turns each into a step of a replayable program at once).
 cdef object _capture = None
@@ -66,8 +55,6 @@ def set_capture(capture):
 def note_copy(dst, src):
     """A copy into `dst` ran outside this module (a gradient's persistent copy): recorded like a kernel."""
     if _capture is not None:
-        if _K_copy is None:
-            _bind_kernels()
         _capture.append((_K_copy, None, (src,), [dst]))
 
 
@@ -113,7 +100,7 @@ cpdef list outputs(Node node):
         p = PyWeakref_GetObject(ref)
         if p == NULL or <object>p is None:
             shape, dtype = node.specs[i]
-            outs.append(new_lazy(_tensor_cls(), shape, dtype, node.device, node, i))
+            outs.append(new_lazy(tensor_class(), shape, dtype, node.device, node, i))
         else:
             outs.append(<object>p)
         i += 1
@@ -150,13 +137,8 @@ cpdef finish_node(Node node, list outs):
 # ---- the common CPU kernels, run through C (no Python call per node): the compiled kernel classes by their `run`
 # method, the elementwise kernels by their tensor-level entry points. The op table's entries stay the reference.
 
-cdef object _K_binary = None, _K_copy = None, _K_view = None
-cdef dict _BIN_CODES = None
-
-
-cdef _bind_kernels():
-    global _K_binary, _K_copy, _K_view, _BIN_CODES
-    _K_binary, _K_copy, _K_view, _BIN_CODES = kernels.binary, kernels.copy, kernels.view, _kernels.BINARY_CODES
+cdef object _K_binary = kernels.binary, _K_copy = kernels.copy, _K_view = kernels.view
+cdef dict _BIN_CODES = _kernels.BINARY_CODES
 
 
 cdef inline bint _run_c(object kernel, Node node, object inputs, list outs) except -1:
@@ -191,8 +173,6 @@ cdef inline bint _run_group_c(object kernel, object root, object inputs, list ou
 
 cpdef run_node(Node node, dict slots, object check_nan):
     """Run one node's kernel into fresh transient memory (or its planned slot)."""
-    if _K_binary is None:
-        _bind_kernels()
     op = node.op
     cdef list outs = outputs(node)
     dev_type = node.device.type
@@ -431,15 +411,8 @@ def chain_inputs(list nodes_in_order):
     return ext, tuple(pattern)
 
 
-# graph/fusion.py and graph/chains.py import this module: bound on first use
-cdef object _Group = None, _chain_rule = None, _chain_kernel = None, _compile_chain = None
-
-
-cdef _bind_fusion():
-    global _Group, _chain_rule, _chain_kernel, _compile_chain
-    from . import chains, fusion
-
-    _Group, _chain_rule, _chain_kernel, _compile_chain = fusion.Group, chains.RULE, chains.kernel, chains.compile_chain
+cdef object _Group = fusion.Group, _chain_rule = chains.RULE, _chain_kernel = chains.kernel
+cdef object _compile_chain = chains.compile_chain
 
 
 CHAIN = 0  # plan entry: (CHAIN, member positions, {alias pattern: program})
@@ -451,8 +424,6 @@ def rebuild_groups(list entries, list order):
 
     NOTE: which external inputs of a chain are one tensor (a shared constant, x used twice) is data the
     fingerprint does not see, and the chain's program depends on it: programs are kept per alias pattern."""
-    if _Group is None:
-        _bind_fusion()
     cdef dict groups = {}
     cdef set covered = set()
     cdef list nodes

@@ -8,6 +8,8 @@ from libc.string cimport memcpy
 
 import numpy as np
 
+from ._views import np_view
+
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level, threads_for
 from plast.kernels.cpu._tensors cimport TensorBase, fill_bcast_strides, fill_shape, tensor_ptr
 
@@ -130,7 +132,21 @@ def copy_same_dtype(TensorBase x, TensorBase out):
 
 
 BINARY_CODES = {"add": 0, "sub": 1, "mul": 2, "div": 3, "maximum": 4, "minimum": 5}
-cdef object _bool_binary = None
+# bool arithmetic is logical, as in torch (the C kernel takes the numeric dtypes)
+cdef dict _BOOL_BINARY = {
+    "add": np.logical_or,
+    "mul": np.logical_and,
+    "maximum": np.logical_or,
+    "minimum": np.logical_and,
+}
+
+
+def bool_binary(node, inputs, outputs):
+    """add/mul/maximum/minimum of bool tensors: logical or/and."""
+    a, b = inputs
+    out = outputs[0]
+    if out.numel():
+        _BOOL_BINARY[node.op.name](np_view(a), np_view(b), out=np_view(out))
 
 
 cdef int binary_run(int op, TensorBase a, TensorBase b, TensorBase out) except -1:
@@ -167,14 +183,9 @@ cdef int binary_run(int op, TensorBase a, TensorBase b, TensorBase out) except -
 def binary(node, inputs, outputs):
     """The op table's kernel for add/sub/mul/div/maximum/minimum: out = a <op> b with broadcasting, any strides
     (bool arithmetic is logical, as in torch: kernels.bool_binary)."""
-    global _bool_binary
     cdef TensorBase out = outputs[0]
     if out.dtype.code == 0:
-        if _bool_binary is None:
-            from plast.kernels.cpu.kernels import bool_binary
-
-            _bool_binary = bool_binary
-        return _bool_binary(node, inputs, outputs)
+        return bool_binary(node, inputs, outputs)
     binary_run(BINARY_CODES[node.op.name], inputs[0], inputs[1], out)
 
 

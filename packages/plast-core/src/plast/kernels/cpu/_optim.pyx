@@ -26,6 +26,7 @@ from plast._core._structs cimport Node, TensorBase
 from plast.memory.arena cimport Storage
 
 from plast._core import dtypes as _dtypes
+from plast.kernels.cpu._views import np_view
 
 cdef extern from "optim.h" nogil:
     int PLAST_OPT_SGD
@@ -338,8 +339,6 @@ cdef class Plan:
                     else:
                         row[j] = (<const double *>self.hptr[r])[j]
         if self.hslow is not None:
-            from plast.kernels.cpu.kernels import np_view
-
             for r in self.hslow:
                 vals = np_view(inputs[r]).reshape(-1).tolist()
                 for j in range(self.width):

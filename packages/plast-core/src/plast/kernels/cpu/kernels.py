@@ -30,22 +30,7 @@ def bcast_strides(t, shape):
 BINARY_CODES = _kernels.BINARY_CODES
 
 
-_BOOL_BINARY = {
-    "add": np.logical_or,
-    "mul": np.logical_and,
-    "maximum": np.logical_or,
-    "minimum": np.logical_and,
-}
-
-
-def bool_binary(node, inputs, outputs):
-    """Bool arithmetic is logical, as in torch (the C kernel, _kernels.binary, takes the numeric dtypes)."""
-    a, b = inputs
-    out = outputs[0]
-    if out.numel():
-        _BOOL_BINARY[node.op.name](np_view(a), np_view(b), out=np_view(out))
-
-
+bool_binary = _kernels.bool_binary  # bool arithmetic is logical, as in torch (compiled)
 binary = _kernels.binary  # the op table's kernel for add/sub/mul/div/maximum/minimum (compiled)
 
 

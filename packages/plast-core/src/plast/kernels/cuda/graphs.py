@@ -484,8 +484,6 @@ def _restore(saved):
 def _generators(random_steps):
     """The plast Generators the random steps draw from (found in their fill functions' closures), so a failed
     capture can put their offsets back."""
-    from ...random import Generator
-
     out, seen = {}, set()
     fns = [s.kernel for s in random_steps]
     while fns:
@@ -498,7 +496,7 @@ def _generators(random_steps):
                 v = cell.cell_contents
             except ValueError:
                 continue
-            if isinstance(v, Generator):
+            if hasattr(v, "_seed") and hasattr(v, "_offset") and hasattr(v, "_take"):  # a plast.Generator
                 out[id(v)] = v
             elif callable(v) and getattr(v, "__closure__", None):
                 fns.append(v)

@@ -1,10 +1,10 @@
 # cython: boundscheck=True, wraparound=True
-"""The replay loop of ``@plast.jit`` plans, compiled (DESIGN §2.5).
+"""The player of recorded kernel steps, compiled (DESIGN §2.5): ``@plast.jit`` plans and the eager backward
+replays (autograd/backward_replay.py) both run their tapes here.
 
-A traced plan is a list of kernel calls on fixed tensors. Here each call becomes a small C-struct step: the common
-CPU kernels (elementwise binary ops, same-dtype copies, GEMMs with their epilogues, fused elementwise chains,
-sums)
-run through C entry points of their Cython modules with no Python call at all; every other kernel is called as
+A recorded plan is a list of kernel calls on fixed tensors. Here each call becomes a small C-struct step: the
+common CPU kernels (elementwise binary ops, same-dtype copies, GEMMs with their epilogues, fused elementwise
+chains, sums) run through C entry points of their Cython modules with no Python call at all; every other kernel is called as
 ``kernel(node, inputs, outputs)``. A step reads its tensors' storages when it runs, not when it is built, so
 arguments rebound before a replay (_jit/trace.py) are seen.
 """
@@ -21,7 +21,7 @@ from plast.kernels.cpu import _kernels, _matmul
 from plast.kernels.cpu import kernels as _K
 from plast.kernels.cpu import kernels_fused as _KF
 from plast.kernels.cpu import kernels_nn as _KN
-from ..graph import chains as _chains
+from . import chains as _chains
 
 
 cdef class _Step:
