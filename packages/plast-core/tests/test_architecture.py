@@ -54,12 +54,9 @@ FUNCTION_IMPORT_DEBT = {
 }
 
 # Late-binding setters (rule 3), per module: a compiled module handed its op rows (``_elementwise.bind(...)``),
-# the recorder handed the Tensor class (``bind(Tensor, Size)``), Tensor's methods and plast's top-level ops
-# installed by setattr / globals().update, lazy binders of kernels and rules inside the scheduler and backward.
+# the recorder handed the Tensor class (``bind(Tensor)``).
 LATE_BINDING_DEBT = {
-    "plast": 1,  # globals().update(_public_api()): plast.add, plast.softmax, ... from the op modules
-    "plast._tensor": 2,  # bind(Tensor, Size); install_tensor_methods(Tensor)
-    "plast.ops": 1,  # install_tensor_methods: setattr(cls, name, fn)
+    "plast._tensor": 1,  # bind(Tensor): the class graph/_graph.pyx's record makes tensors of
     "plast.ops.elementwise": 1,  # _elementwise.bind(OPS_BIN)
     "plast.ops.linalg": 1,  # _linalg.bind({"matmul": ...})
     "plast.ops.movement": 1,  # _movement.bind({...})

@@ -41,8 +41,11 @@ from .graph.realize import realize as _realize
 from .kernels.cpu._runtime import get_num_threads, set_num_threads
 from .memory.arenas import arena_scope, arena_stats, init_arenas, reset_transient_arenas
 
-# Every op family's public functions (plast.add, plast.matmul, plast.softmax, ...): see plast/ops/__init__.py.
-from .ops import public_api as _public_api
+# the fusion rules (GEMM epilogues, log_softmax + nll) register themselves with graph/fusion.py
+from .ops import fusion_rules  # noqa: F401
+
+# every op family's public functions (each op module's __all__; tests/test_public_api.py checks the lists agree)
+from .ops.attention import scaled_dot_product_attention
 from .ops.creation import (
     arange,
     as_tensor,
@@ -64,6 +67,142 @@ from .ops.creation import (
     zeros,
     zeros_like,
 )
+from .ops.einsum import einsum
+from .ops.elementwise import add, div, mul, neg, sub
+from .ops.indexing import (
+    gather,
+    index_add,
+    index_put,
+    index_select,
+    masked_select,
+    scatter,
+    scatter_add,
+    scatter_reduce,
+    take_along_dim,
+)
+from .ops.linalg import matmul
+from .ops.movement import cast, clone, contiguous, expand, permute, reshape, t, transpose, view
+from .ops.nn import (
+    addmm,
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    dropout,
+    embedding,
+    l1_loss,
+    layer_norm,
+    linear,
+    log_softmax,
+    logsumexp,
+    mse_loss,
+    nll_loss,
+    one_hot,
+    pad,
+    rms_norm,
+    smooth_l1_loss,
+    softmax,
+)
+from .ops.nn_conv import avg_pool2d, conv2d, max_pool2d
+from .ops.optim import adam_update_, sgd_update_
+from .ops.optim_rmsprop import rmsprop_update_
+from .ops.pointwise import (
+    addcdiv,
+    addcmul,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
+    ceil,
+    clamp,
+    clamp_max,
+    clamp_min,
+    clip,
+    elu,
+    eq,
+    exp2,
+    expm1,
+    floor,
+    floor_divide,
+    fmod,
+    ge,
+    gt,
+    hardtanh,
+    isfinite,
+    isinf,
+    isnan,
+    le,
+    leaky_relu,
+    lerp,
+    log2,
+    log10,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    lt,
+    masked_fill,
+    maximum,
+    minimum,
+    ne,
+    nonzero,
+    pow,
+    reciprocal,
+    remainder,
+    round,
+    softplus,
+    square,
+    trunc,
+    where,
+)
+from .ops.reduce import (
+    all,
+    amax,
+    amin,
+    any,
+    argmax,
+    argmin,
+    argsort,
+    cumsum,
+    max,
+    mean,
+    min,
+    multinomial,
+    norm,
+    prod,
+    sort,
+    std,
+    sum,
+    topk,
+    var,
+)
+from .ops.shape import (
+    cat,
+    chunk,
+    concat,
+    concatenate,
+    diagonal,
+    flatten,
+    flip,
+    fliplr,
+    flipud,
+    hstack,
+    moveaxis,
+    movedim,
+    narrow,
+    roll,
+    select,
+    split,
+    squeeze,
+    stack,
+    tile,
+    tril,
+    triu,
+    unbind,
+    unflatten,
+    unsqueeze,
+    vstack,
+)
+from .ops.unary import abs, cos, erf, exp, gelu, log, log1p, relu, rsqrt, sigmoid, sign, silu, sin, sqrt, tanh
 from .random import (
     Generator,
     get_rng_state,
@@ -73,8 +212,6 @@ from .random import (
     set_rng_state,
 )
 from .serialization import load, save
-
-globals().update(_public_api())
 
 float = float32  # noqa: A001
 double = float64

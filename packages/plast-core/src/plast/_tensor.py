@@ -19,7 +19,18 @@ from .graph.realize import realize
 from .graph.tape import tracing
 from .kernels.cpu.kernels import np_view
 from .kernels.host import host_array
+from .ops import device as device_ops
+from .ops import elementwise as elementwise_ops
+from .ops import indexing as indexing_ops
+from .ops import inplace as inplace_ops
+from .ops import linalg as linalg_ops
 from .ops import movement as M
+from .ops import movement as movement_ops
+from .ops import nn as nn_ops
+from .ops import pointwise as pointwise_ops
+from .ops import reduce as reduce_ops
+from .ops import shape as shape_ops
+from .ops import unary as unary_ops
 from .ops._movement import persistent_copy
 from .ops.creation import tensor
 from .ops.device import to_device
@@ -27,7 +38,7 @@ from .ops.device import to_device
 
 class Tensor(TensorBase):
     """A plast tensor. Its fields are C struct members (_core/_structs.pyx ``TensorBase``: shape, strides, offset,
-    dtype, device, storage, node, grad, ...); its methods are here and, for ops, in the op modules."""
+    dtype, device, storage, node, grad, ...); its methods are all here: the op methods at the end are the op-layer functions themselves."""
 
     __slots__ = ()
 
@@ -284,15 +295,275 @@ class Tensor(TensorBase):
     # A Python scalar and a tensor must never hash alike by value; tensors hash by identity, like torch.
     __hash__ = object.__hash__
 
+    # ---- op methods: the op-layer functions, with the tensor as their first argument (ops/<family>.py) ----
+
+    # ops/device.py
+    cuda = device_ops.cuda
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    # ops/elementwise.py
+    __add__ = elementwise_ops.add
+    __radd__ = elementwise_ops.add
+    __sub__ = elementwise_ops.sub
+    __rsub__ = elementwise_ops._rsub
+    __mul__ = elementwise_ops.mul
+    __rmul__ = elementwise_ops.mul
+    __truediv__ = elementwise_ops.div
+    __rtruediv__ = elementwise_ops._rdiv
+    __neg__ = elementwise_ops.neg
+
+    def __pos__(self):
+        return self
+
+    add = elementwise_ops.add
+    sub = elementwise_ops.sub
+    mul = elementwise_ops.mul
+    div = elementwise_ops.div
+    neg = elementwise_ops.neg
+
+    # ops/indexing.py
+    __getitem__ = indexing_ops.getitem
+    __setitem__ = indexing_ops.setitem
+    __iter__ = indexing_ops._iter
+    gather = indexing_ops.gather
+    scatter = indexing_ops.scatter
+    scatter_ = indexing_ops.scatter_
+    scatter_add = indexing_ops.scatter_add
+    scatter_add_ = indexing_ops.scatter_add_
+    scatter_reduce = indexing_ops.scatter_reduce
+    scatter_reduce_ = indexing_ops.scatter_reduce_
+    index_select = indexing_ops.index_select
+    index_add = indexing_ops.index_add
+    index_add_ = indexing_ops.index_add_
+    index_put = indexing_ops.index_put
+    index_put_ = indexing_ops.index_put_
+    take_along_dim = indexing_ops.take_along_dim
+    masked_select = indexing_ops.masked_select
+
+    # ops/inplace.py
+    add_ = inplace_ops.add_
+    sub_ = inplace_ops.sub_
+    mul_ = inplace_ops.mul_
+    div_ = inplace_ops.div_
+    fill_ = inplace_ops.fill_
+    zero_ = inplace_ops.zero_
+    copy_ = inplace_ops.copy_
+    uniform_ = inplace_ops.uniform_
+    normal_ = inplace_ops.normal_
+    __iadd__ = inplace_ops.add_
+    __isub__ = inplace_ops.sub_
+    __imul__ = inplace_ops.mul_
+    __itruediv__ = inplace_ops.div_
+    clamp_ = inplace_ops.clamp_
+    clip_ = inplace_ops.clamp_
+    masked_fill_ = inplace_ops.masked_fill_
+    pow_ = inplace_ops.pow_
+    __ipow__ = inplace_ops.pow_
+
+    # ops/linalg.py
+    matmul = linalg_ops.matmul
+    __matmul__ = linalg_ops.matmul
+
+    def __rmatmul__(self, other):
+        return linalg_ops.matmul(other, self)
+
+    # ops/movement.py
+    contiguous = movement_ops.contiguous
+    clone = movement_ops.clone
+    view = movement_ops.view
+    reshape = movement_ops.reshape
+    expand = movement_ops.expand
+    permute = movement_ops.permute
+    transpose = movement_ops.transpose
+    t = movement_ops.t
+
+    @property
+    def T(self):  # noqa: N802 (torch's name)
+        return movement_ops.permute(self, tuple(range(self.ndim - 1, -1, -1)))
+
+    @property
+    def mT(self):  # noqa: N802 (torch's name)
+        return movement_ops.transpose(self, -2, -1)
+
+    # ops/nn.py
+    def softmax(self, dim, dtype=None):
+        return nn_ops.softmax(self, dim, dtype)
+
+    def log_softmax(self, dim, dtype=None):
+        return nn_ops.log_softmax(self, dim, dtype)
+
+    logsumexp = nn_ops.logsumexp
+    addmm = nn_ops.addmm
+
+    # ops/pointwise.py
+    nonzero = pointwise_ops.nonzero
+    pow = pointwise_ops.pow
+    floor_divide = pointwise_ops.floor_divide
+    remainder = pointwise_ops.remainder
+    fmod = pointwise_ops.fmod
+    maximum = pointwise_ops.maximum
+    minimum = pointwise_ops.minimum
+    clamp = pointwise_ops.clamp
+    clip = pointwise_ops.clip
+    clamp_min = pointwise_ops.clamp_min
+    clamp_max = pointwise_ops.clamp_max
+    masked_fill = pointwise_ops.masked_fill
+    eq = pointwise_ops.eq
+    ne = pointwise_ops.ne
+    lt = pointwise_ops.lt
+    le = pointwise_ops.le
+    gt = pointwise_ops.gt
+    ge = pointwise_ops.ge
+    logical_and = pointwise_ops.logical_and
+    logical_or = pointwise_ops.logical_or
+    logical_xor = pointwise_ops.logical_xor
+    logical_not = pointwise_ops.logical_not
+    bitwise_and = pointwise_ops.bitwise_and
+    bitwise_or = pointwise_ops.bitwise_or
+    bitwise_xor = pointwise_ops.bitwise_xor
+    bitwise_not = pointwise_ops.bitwise_not
+    isfinite = pointwise_ops.isfinite
+    isnan = pointwise_ops.isnan
+    isinf = pointwise_ops.isinf
+    floor = pointwise_ops.floor
+    ceil = pointwise_ops.ceil
+    trunc = pointwise_ops.trunc
+    round = pointwise_ops.round
+    exp2 = pointwise_ops.exp2
+    log2 = pointwise_ops.log2
+    log10 = pointwise_ops.log10
+    expm1 = pointwise_ops.expm1
+    reciprocal = pointwise_ops.reciprocal
+    square = pointwise_ops.square
+    lerp = pointwise_ops.lerp
+    addcmul = pointwise_ops.addcmul
+    addcdiv = pointwise_ops.addcdiv
+    where = pointwise_ops._tensor_where
+
+    def __pow__(self, other):
+        return pointwise_ops.pow(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __rpow__(self, other):
+        return pointwise_ops.pow(other, self) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __floordiv__(self, other):
+        return pointwise_ops.floor_divide(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __rfloordiv__(self, other):
+        return pointwise_ops.floor_divide(other, self) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __mod__(self, other):
+        return pointwise_ops.remainder(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __rmod__(self, other):
+        return pointwise_ops.remainder(other, self) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __eq__(self, other):
+        return pointwise_ops.eq(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __ne__(self, other):
+        return pointwise_ops.ne(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __lt__(self, other):
+        return pointwise_ops.lt(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __le__(self, other):
+        return pointwise_ops.le(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __gt__(self, other):
+        return pointwise_ops.gt(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __ge__(self, other):
+        return pointwise_ops.ge(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __and__(self, other):
+        return pointwise_ops.bitwise_and(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __rand__(self, other):
+        return pointwise_ops.bitwise_and(other, self) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __or__(self, other):
+        return pointwise_ops.bitwise_or(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __ror__(self, other):
+        return pointwise_ops.bitwise_or(other, self) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __xor__(self, other):
+        return pointwise_ops.bitwise_xor(self, other) if pointwise_ops.is_operand(other) else NotImplemented
+
+    def __rxor__(self, other):
+        return pointwise_ops.bitwise_xor(other, self) if pointwise_ops.is_operand(other) else NotImplemented
+
+    __invert__ = pointwise_ops.bitwise_not
+
+    # ops/reduce.py
+    sum = reduce_ops.sum
+    mean = reduce_ops.mean
+    max = reduce_ops.max
+    min = reduce_ops.min
+    amax = reduce_ops.amax
+    amin = reduce_ops.amin
+    argmax = reduce_ops.argmax
+    argmin = reduce_ops.argmin
+    var = reduce_ops.var
+    std = reduce_ops.std
+    norm = reduce_ops.norm
+    prod = reduce_ops.prod
+    cumsum = reduce_ops.cumsum
+    sort = reduce_ops.sort
+    argsort = reduce_ops.argsort
+    topk = reduce_ops.topk
+    all = reduce_ops.all
+    any = reduce_ops.any
+    multinomial = reduce_ops.multinomial
+
+    # ops/shape.py
+    squeeze = shape_ops.squeeze
+    unsqueeze = shape_ops.unsqueeze
+    flatten = shape_ops.flatten
+    unflatten = shape_ops.unflatten
+    movedim = shape_ops.movedim
+    moveaxis = shape_ops.moveaxis
+    narrow = shape_ops.narrow
+    select = shape_ops.select
+    diagonal = shape_ops.diagonal
+    split = shape_ops.split
+    chunk = shape_ops.chunk
+    unbind = shape_ops.unbind
+    tril = shape_ops.tril
+    triu = shape_ops.triu
+    flip = shape_ops.flip
+    fliplr = shape_ops.fliplr
+    flipud = shape_ops.flipud
+    roll = shape_ops.roll
+    repeat = shape_ops.repeat
+    tile = shape_ops.tile
+    expand_as = shape_ops.expand_as
+    view_as = shape_ops.view_as
+    reshape_as = shape_ops.reshape_as
+
+    # ops/unary.py
+    exp = unary_ops.exp
+    log = unary_ops.log
+    log1p = unary_ops.log1p
+    sqrt = unary_ops.sqrt
+    rsqrt = unary_ops.rsqrt
+    sin = unary_ops.sin
+    cos = unary_ops.cos
+    tanh = unary_ops.tanh
+    sigmoid = unary_ops.sigmoid
+    abs = unary_ops.abs
+    sign = unary_ops.sign
+    relu = unary_ops.relu
+    erf = unary_ops.erf
+    __abs__ = unary_ops.abs
+
 
 bind(Tensor)
 
 
 def _rebuild(arr, dtype_name, requires_grad):
     return tensor(arr, dtype=dtypes.as_dtype(dtype_name), requires_grad=requires_grad)
-
-
-# Op methods (t.sum(), t + u, t.view(...)) live with their ops; see plast/ops/__init__.py.
-from .ops import install_tensor_methods  # noqa: E402
-
-install_tensor_methods(Tensor)

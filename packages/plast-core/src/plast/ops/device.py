@@ -97,8 +97,3 @@ def values_of(t):
 
 
 __all__ = []
-
-TENSOR_METHODS = {
-    "cuda": cuda,
-    "is_cuda": property(lambda x: x.device.type == "cuda"),
-}

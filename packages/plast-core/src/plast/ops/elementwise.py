@@ -50,21 +50,3 @@ _rsub, _rdiv = _elementwise.rsub, _elementwise.rdiv
 
 
 __all__ = ["add", "sub", "mul", "div", "neg"]
-
-TENSOR_METHODS = {
-    "__add__": add,
-    "__radd__": add,
-    "__sub__": sub,
-    "__rsub__": _rsub,
-    "__mul__": mul,
-    "__rmul__": mul,
-    "__truediv__": div,
-    "__rtruediv__": _rdiv,
-    "__neg__": neg,
-    "__pos__": lambda a: a,
-    "add": add,
-    "sub": sub,
-    "mul": mul,
-    "div": div,
-    "neg": neg,
-}

@@ -790,23 +790,3 @@ __all__ = [
     "take_along_dim",
     "masked_select",
 ]
-
-TENSOR_METHODS = {
-    "__getitem__": getitem,
-    "__setitem__": setitem,
-    "__iter__": _iter,
-    "gather": gather,
-    "scatter": scatter,
-    "scatter_": scatter_,
-    "scatter_add": scatter_add,
-    "scatter_add_": scatter_add_,
-    "scatter_reduce": scatter_reduce,
-    "scatter_reduce_": scatter_reduce_,
-    "index_select": index_select,
-    "index_add": index_add,
-    "index_add_": index_add_,
-    "index_put": index_put,
-    "index_put_": index_put_,
-    "take_along_dim": take_along_dim,
-    "masked_select": masked_select,
-}

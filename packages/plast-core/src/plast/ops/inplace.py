@@ -150,24 +150,3 @@ def normal_(t, mean=0.0, std=1.0, *, generator=None):
 
 
 __all__ = []
-
-TENSOR_METHODS = {
-    "add_": add_,
-    "sub_": sub_,
-    "mul_": mul_,
-    "div_": div_,
-    "fill_": fill_,
-    "zero_": zero_,
-    "copy_": copy_,
-    "uniform_": uniform_,
-    "normal_": normal_,
-    "__iadd__": add_,
-    "__isub__": sub_,
-    "__imul__": mul_,
-    "__itruediv__": div_,
-    "clamp_": clamp_,
-    "clip_": clamp_,
-    "masked_fill_": masked_fill_,
-    "pow_": pow_,
-    "__ipow__": pow_,
-}

@@ -23,5 +23,3 @@ matmul = _linalg.matmul  # compiled (ops/_linalg.pyx): a Linear layer's backward
 
 
 __all__ = ["matmul"]
-
-TENSOR_METHODS = {"matmul": matmul, "__matmul__": matmul, "__rmatmul__": lambda a, b: matmul(b, a)}

@@ -69,16 +69,3 @@ def t(x):
 
 
 __all__ = ["cast", "contiguous", "clone", "view", "reshape", "expand", "permute", "transpose", "t"]
-
-TENSOR_METHODS = {
-    "contiguous": contiguous,
-    "clone": clone,
-    "view": view,
-    "reshape": reshape,
-    "expand": expand,
-    "permute": permute,
-    "transpose": transpose,
-    "t": t,
-    "T": property(lambda x: permute(x, tuple(range(x.ndim - 1, -1, -1)))),
-    "mT": property(lambda x: transpose(x, -2, -1)),
-}

@@ -959,10 +959,3 @@ __all__ = [
     "dropout",
     "pad",
 ]
-
-TENSOR_METHODS = {
-    "softmax": lambda x, dim, dtype=None: softmax(x, dim, dtype),
-    "log_softmax": lambda x, dim, dtype=None: log_softmax(x, dim, dtype),
-    "logsumexp": logsumexp,
-    "addmm": addmm,
-}

@@ -114,5 +114,3 @@ def adam_update_(
 
 
 __all__ = ["sgd_update_", "adam_update_"]
-
-TENSOR_METHODS = {}

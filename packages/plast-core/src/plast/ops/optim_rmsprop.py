@@ -63,5 +63,3 @@ def rmsprop_update_(
 
 
 __all__ = ["rmsprop_update_"]
-
-TENSOR_METHODS = {}

@@ -27,7 +27,7 @@ from .unary import _out, exp, log, log1p
 _SCALARS = (bool, int, float)
 
 
-def _is_operand(v):
+def is_operand(v):
     return isinstance(v, (TensorBase, *_SCALARS, np.generic))
 
 
@@ -60,24 +60,6 @@ def _elementwise(op, vals, result_dtype=None, args=()):
     ts, dt, dev = _operands(vals, op.name)
     shape = broadcast_shapes(*(t.shape for t in ts), op=op.name)
     return record(op, tuple(ts), args, [(shape, result_dtype or dt)], dev)[0]
-
-
-def _dunder(fn, reflected=False):
-    """A Tensor operator: NotImplemented for operands that aren't tensors or numbers, so Python can fall back
-    (``t == None`` is False, as in torch)."""
-    if reflected:
-
-        def method(self, other):
-            return fn(other, self) if _is_operand(other) else NotImplemented
-
-    else:
-
-        def method(self, other):
-            return fn(self, other) if _is_operand(other) else NotImplemented
-
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
-    return method
 
 
 def _zeros_like(g):
@@ -795,30 +777,3 @@ __all__ = [
     "floor", "ceil", "trunc", "round", "exp2", "log2", "log10", "expm1", "reciprocal", "square", "softplus",
     "leaky_relu", "elu", "hardtanh", "lerp", "addcmul", "addcdiv",
 ]  # fmt: skip
-
-_FUNCTIONAL_ONLY = {"where", "softplus", "leaky_relu", "elu", "hardtanh"}
-TENSOR_METHODS = {name: globals()[name] for name in __all__ if name not in _FUNCTIONAL_ONLY}
-TENSOR_METHODS.update(
-    {
-        "where": _tensor_where,
-        "__pow__": _dunder(pow),
-        "__rpow__": _dunder(pow, reflected=True),
-        "__floordiv__": _dunder(floor_divide),
-        "__rfloordiv__": _dunder(floor_divide, reflected=True),
-        "__mod__": _dunder(remainder),
-        "__rmod__": _dunder(remainder, reflected=True),
-        "__eq__": _dunder(eq),
-        "__ne__": _dunder(ne),
-        "__lt__": _dunder(lt),
-        "__le__": _dunder(le),
-        "__gt__": _dunder(gt),
-        "__ge__": _dunder(ge),
-        "__and__": _dunder(bitwise_and),
-        "__rand__": _dunder(bitwise_and, reflected=True),
-        "__or__": _dunder(bitwise_or),
-        "__ror__": _dunder(bitwise_or, reflected=True),
-        "__xor__": _dunder(bitwise_xor),
-        "__rxor__": _dunder(bitwise_xor, reflected=True),
-        "__invert__": bitwise_not,
-    }
-)

@@ -732,5 +732,3 @@ __all__ = [
     "any",
     "multinomial",
 ]
-
-TENSOR_METHODS = {name: globals()[name] for name in __all__}

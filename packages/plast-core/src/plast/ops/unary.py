@@ -151,6 +151,3 @@ __all__ = [
     "silu",
     "gelu",
 ]
-
-TENSOR_METHODS = {name: globals()[name] for name in __all__ if name not in ("silu", "gelu")}
-TENSOR_METHODS["__abs__"] = abs
