@@ -40,7 +40,8 @@ cdef class OpDef:
     cdef public object name
     cdef public dict kernels           # device type -> kernel
     cdef public object backward
-    cdef public bint fusible
+    cdef public object chain           # its opcode in the elementwise-chain bytecode, or None
+    cdef public bint reads_output      # its backward reads its own output
     cdef public bint view
     cdef public Py_ssize_t n_outputs
     cdef public bint saves_inputs

@@ -92,16 +92,30 @@ cdef class OpDef:
     scheduling and backward read its fields for every node."""
 
     def __init__(
-        self, name, kernels=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True
+        self,
+        name,
+        kernels=None,
+        backward=None,
+        chain=None,
+        view=False,
+        n_outputs=1,
+        saves_inputs=True,
+        reads_output=False,
     ):
         self.name = name
         self.kernels = dict(kernels or {})
         self.backward = backward
-        self.fusible = fusible
+        self.chain = chain
+        self.reads_output = reads_output
         self.view = view
         self.n_outputs = n_outputs
         self.saves_inputs = saves_inputs
         self.window_kernels = {}
+
+    @property
+    def fusible(self):
+        """Elementwise-chain fusion merges it with its neighbours (it has a chain opcode)."""
+        return self.chain is not None
 
     def __repr__(self):
         devs = ",".join(sorted(self.kernels))

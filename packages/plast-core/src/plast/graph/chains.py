@@ -9,11 +9,6 @@ same program becomes the source of one generated kernel (kernels/cuda/codegen.py
 
 from ..kernels.cpu import _fused
 
-BINARY = {"add", "sub", "mul", "div", "maximum", "minimum"}
-UNARY = {"exp", "log", "log1p", "sqrt", "tanh", "sigmoid", "relu", "abs", "erf", "sign"}
-# ops whose backward reads their own output: eliding such an output in a graph that needs grad would mean
-# recomputing it in backward, so a chain never swallows them there
-USES_OUTPUT = {"exp", "sqrt", "tanh", "sigmoid", "relu"}
 MAX_NODES = 12
 MAX_REGS = 16
 MAX_INPUTS = 15
@@ -29,8 +24,8 @@ RULE = ChainRule()
 
 
 def _eligible(n):
-    name = n.op.name
-    if name not in BINARY and name not in UNARY:
+    name = n.op.chain  # the row's opcode (ops/registry.py): None for ops chains don't take
+    if name is None:
         return False
     shape, dt = n.specs[0]
     if dt.code not in (3, 4) or len(n.specs) != 1:
@@ -68,7 +63,8 @@ def grow(root, internal, covered):
                 or not _eligible(p)
                 or p.device != device
                 or tuple(p.specs[0][0]) != tuple(shape)
-                or (p.needs_grad and p.op.name in USES_OUTPUT)
+                # eliding an output backward reads would mean recomputing it there
+                or (p.needs_grad and p.op.reads_output)
             ):
                 continue
             members[id(p)] = p
@@ -120,7 +116,7 @@ def compile_chain(nodes_in_order):
         if not free:
             raise _TooBig
         dst = free.pop()
-        prog.append((n.op.name, dst, *srcs))
+        prog.append((n.op.chain, dst, *srcs))
         reg_of[id(n)] = dst
     prog.append(("store", 0, reg_of[id(nodes_in_order[-1])]))
     return _fused.assemble(prog), ext

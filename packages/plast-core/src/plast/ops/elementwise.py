@@ -30,10 +30,10 @@ def _div_bw(node, g):
 
 
 OPS_BIN = {
-    "add": register("add", cpu=cpu.binary, backward=_add_bw, fusible=True, saves_inputs=False),
-    "sub": register("sub", cpu=cpu.binary, backward=_sub_bw, fusible=True, saves_inputs=False),
-    "mul": register("mul", cpu=cpu.binary, backward=_mul_bw, fusible=True),
-    "div": register("div", cpu=cpu.binary, backward=_div_bw, fusible=True),
+    "add": register("add", cpu=cpu.binary, backward=_add_bw, chain="add", saves_inputs=False),
+    "sub": register("sub", cpu=cpu.binary, backward=_sub_bw, chain="sub", saves_inputs=False),
+    "mul": register("mul", cpu=cpu.binary, backward=_mul_bw, chain="mul"),
+    "div": register("div", cpu=cpu.binary, backward=_div_bw, chain="div"),
 }
 
 

@@ -14,8 +14,8 @@ def _cast_bw(node, g):
     return (cast(g, x.dtype),)
 
 
-CAST = register("cast", cpu=cpu.copy, backward=_cast_bw, fusible=True, saves_inputs=False)
-COPY = register("copy", cpu=cpu.copy, backward=lambda node, g: (g,), fusible=True, saves_inputs=False)
+CAST = register("cast", cpu=cpu.copy, backward=_cast_bw, saves_inputs=False)
+COPY = register("copy", cpu=cpu.copy, backward=lambda node, g: (g,), saves_inputs=False)
 
 
 def clone(x):

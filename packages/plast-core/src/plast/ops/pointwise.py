@@ -101,7 +101,7 @@ def _pow_bw(node, g):
     return ga, gb
 
 
-POW = register("pow", cpu=cpu.pow_, backward=_pow_bw, fusible=True)
+POW = register("pow", cpu=cpu.pow_, backward=_pow_bw)
 
 
 def pow(input, exponent):  # noqa: A001
@@ -143,9 +143,9 @@ def _fmod_bw(node, g):
     return g, (neg(mul(g, trunc(div(a, b)))) if b.requires_grad else None)
 
 
-FLOOR_DIVIDE = register("floor_divide", cpu=cpu.division, fusible=True, saves_inputs=False)
-REMAINDER = register("remainder", cpu=cpu.division, backward=_remainder_bw, fusible=True)
-FMOD = register("fmod", cpu=cpu.division, backward=_fmod_bw, fusible=True)
+FLOOR_DIVIDE = register("floor_divide", cpu=cpu.division, saves_inputs=False)
+REMAINDER = register("remainder", cpu=cpu.division, backward=_remainder_bw)
+FMOD = register("fmod", cpu=cpu.division, backward=_fmod_bw)
 
 
 def _division(op, a, b):
@@ -198,8 +198,8 @@ def _minmax_bw(node, g):
     return ga, gb
 
 
-MAXIMUM = register("maximum", cpu=cpu.minmax, backward=_minmax_bw, fusible=True)
-MINIMUM = register("minimum", cpu=cpu.minmax, backward=_minmax_bw, fusible=True)
+MAXIMUM = register("maximum", cpu=cpu.minmax, backward=_minmax_bw, chain="maximum")
+MINIMUM = register("minimum", cpu=cpu.minmax, backward=_minmax_bw, chain="minimum")
 
 
 def maximum(input, other):
@@ -239,7 +239,7 @@ def _clamp_bw(node, g):
     return where(le(x, hi), g, 0.0), (where(gt(x, hi), g, 0.0) if hi.requires_grad else None)
 
 
-CLAMP = register("clamp", cpu=cpu.clamp, backward=_clamp_bw, fusible=True)
+CLAMP = register("clamp", cpu=cpu.clamp, backward=_clamp_bw)
 
 
 def clamp(input, min=None, max=None):  # noqa: A002
@@ -289,7 +289,7 @@ def _where_bw(node, g):
     return None, ga, gb
 
 
-WHERE = register("where", cpu=cpu.where, backward=_where_bw, fusible=True)
+WHERE = register("where", cpu=cpu.where, backward=_where_bw)
 
 
 def _check_bool(t, opname, what):
@@ -390,7 +390,7 @@ def masked_fill(input, mask, value):
 
 
 def _no_grad_op(name, kernel):
-    return register(name, cpu=kernel, fusible=True, saves_inputs=False)
+    return register(name, cpu=kernel, saves_inputs=False)
 
 
 CMP = {n: _no_grad_op(n, cpu.binary) for n in ("eq", "ne", "lt", "le", "gt", "ge")}
@@ -558,7 +558,7 @@ def _zero_bw(node, g):
 
 
 ROUNDING = {
-    n: register(n, cpu=cpu.unary, backward=_zero_bw, fusible=True, saves_inputs=False)
+    n: register(n, cpu=cpu.unary, backward=_zero_bw, saves_inputs=False)
     for n in ("floor", "ceil", "trunc", "round")
 }
 
@@ -604,12 +604,10 @@ def round(input, decimals=0):  # noqa: A001
 # ---- unary float functions ----
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
-EXP2 = register("exp2", cpu=cpu.unary, fusible=True, backward=lambda n, g: (mul(g, mul(_out(n), _LN2)),))
-LOG2 = register("log2", cpu=cpu.unary, fusible=True, backward=lambda n, g: (div(g, mul(n.inputs[0], _LN2)),))
-LOG10 = register(
-    "log10", cpu=cpu.unary, fusible=True, backward=lambda n, g: (div(g, mul(n.inputs[0], _LN10)),)
-)
-EXPM1 = register("expm1", cpu=cpu.unary, fusible=True, backward=lambda n, g: (mul(g, add(_out(n), 1.0)),))
+EXP2 = register("exp2", cpu=cpu.unary, backward=lambda n, g: (mul(g, mul(_out(n), _LN2)),))
+LOG2 = register("log2", cpu=cpu.unary, backward=lambda n, g: (div(g, mul(n.inputs[0], _LN2)),))
+LOG10 = register("log10", cpu=cpu.unary, backward=lambda n, g: (div(g, mul(n.inputs[0], _LN10)),))
+EXPM1 = register("expm1", cpu=cpu.unary, backward=lambda n, g: (mul(g, add(_out(n), 1.0)),))
 
 
 def _float_unary(op, x):

@@ -11,22 +11,41 @@ returns ``(storage, strides, offset)`` for its single output instead of writing 
 """
 
 from .._core._structs import OpDef
+from ..kernels.cpu._fused import BINARY as CHAIN_BINARY
+from ..kernels.cpu._fused import UNARY as CHAIN_UNARY
 
 OPS = {}
 
 
 # OpDef is a C struct (graph/_graph.pyx): recording, scheduling and backward read its fields for every node.
-# Fields: name; kernels {device type: kernel}; backward (the rule, or None); fusible; view; n_outputs;
+# Fields: name; kernels {device type: kernel}; backward (the rule, or None); chain (the row's opcode in the
+# elementwise-chain bytecode, kernels/cpu/_fused.pyx, when chain fusion may merge it with its neighbours: the
+# row is then ``fusible``); reads_output (its backward reads its own output, so a chain that needs grad never
+# swallows that output); view; n_outputs;
 # saves_inputs (False when backward never reads the inputs' values: in-place writes to such inputs after the op
 # was recorded are then harmless, and autograd does not flag them); window_kernels {device type: kernel} for ops
 # whose result is input 0 with a window rewritten (index_put): an in-place op outside any graph (``x[i] = v``,
 # a K/V cache row) then costs the window, not a copy of the whole tensor (graph/inplace.py).
 
 
-def register(name, *, cpu=None, backward=None, fusible=False, view=False, n_outputs=1, saves_inputs=True):
+def register(
+    name,
+    *,
+    cpu=None,
+    backward=None,
+    chain=None,
+    view=False,
+    n_outputs=1,
+    saves_inputs=True,
+    reads_output=False,
+):
     if name in OPS:
         raise ValueError(f"op {name!r} is registered twice")
-    op = OpDef(name, {"cpu": cpu} if cpu else {}, backward, fusible, view, n_outputs, saves_inputs)
+    if chain is not None and chain not in CHAIN_BINARY and chain not in CHAIN_UNARY:
+        raise ValueError(f"op {name!r}: {chain!r} is no opcode of the elementwise-chain bytecode")
+    op = OpDef(
+        name, {"cpu": cpu} if cpu else {}, backward, chain, view, n_outputs, saves_inputs, reads_output
+    )
     OPS[name] = op
     return op
 

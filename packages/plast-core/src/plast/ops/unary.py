@@ -24,46 +24,55 @@ def _bw(fn):
 
 
 EXP = register(
-    "exp", cpu=cpu.unary, fusible=True, saves_inputs=False, backward=_bw(lambda n, x, g: mul(g, _out(n)))
+    "exp",
+    cpu=cpu.unary,
+    chain="exp",
+    reads_output=True,
+    saves_inputs=False,
+    backward=_bw(lambda n, x, g: mul(g, _out(n))),
 )
-LOG = register("log", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: div(g, x)))
-LOG1P = register("log1p", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: div(g, add(x, 1.0))))
+LOG = register("log", cpu=cpu.unary, chain="log", backward=_bw(lambda n, x, g: div(g, x)))
+LOG1P = register("log1p", cpu=cpu.unary, chain="log1p", backward=_bw(lambda n, x, g: div(g, add(x, 1.0))))
 SQRT = register(
     "sqrt",
     cpu=cpu.unary,
-    fusible=True,
+    chain="sqrt",
+    reads_output=True,
     saves_inputs=False,
     backward=_bw(lambda n, x, g: div(g, mul(_out(n), 2.0))),
 )
-SIN = register("sin", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, cos(x))))
-COS = register("cos", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, mul(sin(x), -1.0))))
+SIN = register("sin", cpu=cpu.unary, backward=_bw(lambda n, x, g: mul(g, cos(x))))
+COS = register("cos", cpu=cpu.unary, backward=_bw(lambda n, x, g: mul(g, mul(sin(x), -1.0))))
 TANH = register(
     "tanh",
     cpu=cpu.unary,
-    fusible=True,
+    chain="tanh",
+    reads_output=True,
     saves_inputs=False,
     backward=_bw(lambda n, x, g: mul(g, sub(1.0, mul(_out(n), _out(n))))),
 )
 SIGMOID = register(
     "sigmoid",
     cpu=cpu.unary,
-    fusible=True,
+    chain="sigmoid",
+    reads_output=True,
     saves_inputs=False,
     backward=_bw(lambda n, x, g: mul(g, mul(_out(n), sub(1.0, _out(n))))),
 )
-ABS = register("abs", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: mul(g, sign(x))))
-SIGN = register("sign", cpu=cpu.unary, fusible=True, backward=_bw(lambda n, x, g: None))
+ABS = register("abs", cpu=cpu.unary, chain="abs", backward=_bw(lambda n, x, g: mul(g, sign(x))))
+SIGN = register("sign", cpu=cpu.unary, chain="sign", backward=_bw(lambda n, x, g: None))
 RELU = register(
     "relu",
     cpu=cpu.unary,
-    fusible=True,
+    chain="relu",
+    reads_output=True,
     saves_inputs=False,
     backward=_bw(lambda n, x, g: mul(g, sign(_out(n)))),
 )
 ERF = register(
     "erf",
     cpu=cpu.unary,
-    fusible=True,
+    chain="erf",
     backward=_bw(lambda n, x, g: mul(g, mul(exp(mul(mul(x, x), -1.0)), 2.0 / math.sqrt(math.pi)))),
 )
 
