@@ -47,6 +47,8 @@ TEST_DEPS = ["pytest", "hypothesis", "numpy"]
 TORCH = "torch==2.13.0"  # the test oracle and benchmark peer; never a runtime dependency
 RUFF = "ruff==0.17.6"  # pinned so that `ruff format --check` means the same everywhere (tox.ini too)
 CYTHON_LINT = "cython-lint==0.22.0"  # ruff does not read .pyx/.pxd
+# C and CUDA (config: .clang-format); pinned: versions format differently
+CLANG_FORMAT = "clang-format==23.1.5"
 RUN_PYTEST = ROOT / "tests" / "run_pytest.py"
 BUILD_CACHE = ROOT / ".nox" / "plast-build-cache"  # compiled extensions of editable installs (setup.py)
 CHECK_SUBSET = ROOT / "tests" / "subsets" / "check_subset.py"
@@ -218,9 +220,9 @@ def gpu(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check over the whole repo (config: ruff.toml), and cython-lint over every
-    .pyx/.pxd."""
-    session.install("-q", RUFF, CYTHON_LINT)
+    """ruff check and ruff format --check over the whole repo (config: ruff.toml), cython-lint over every
+    .pyx/.pxd, and clang-format --dry-run over every C, header and CUDA file (config: .clang-format)."""
+    session.install("-q", RUFF, CYTHON_LINT, CLANG_FORMAT)
     session.run("ruff", "check", *(session.posargs or ["."]))
     session.run("ruff", "format", "--check", *(session.posargs or ["."]))
     cython = sorted(
@@ -229,6 +231,14 @@ def lint(session: nox.Session) -> None:
     # E501 off: a module's `# distutils: sources = ...` header names its C files on one line, which cannot be
     # wrapped; the rest keeps to ruff's 118 columns by review
     session.run("cython-lint", "--ignore=E501", *cython)
+    # the hand-written C and CUDA (Cython's generated .c files sit beside their .pyx and are not checked)
+    c_sources = sorted(
+        str(p)
+        for ext in ("*.c", "*.h", "*.cu")
+        for p in PACKAGES.rglob(ext)
+        if "build" not in p.parts and not (p.suffix == ".c" and p.with_suffix(".pyx").exists())
+    )
+    session.run("clang-format", "--dry-run", "-Werror", *c_sources)
 
 
 @nox.session

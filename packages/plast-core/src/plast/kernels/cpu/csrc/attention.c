@@ -11,11 +11,11 @@
 #define ATT_BQ 32
 #define ATT_BK 64
 /* Packed rows are padded to a multiple of 16 elements (one AVX-512 float vector), row counts to 4. */
-#define PAD(n) (((n) + 15) / 16 * 16)
+#define PAD(n)  (((n) + 15) / 16 * 16)
 #define PAD4(n) (((n) + 3) / 4 * 4)
 /* Causal-mask modes of the block product (see AN(mm) in attention_body.h). */
-#define AT_TRI_N 1
-#define AT_TRI_KEND 2
+#define AT_TRI_N      1
+#define AT_TRI_KEND   2
 #define AT_TRI_KBEGIN 3
 /* Multiply-adds below which a call stays on one thread. */
 #define GRAIN (1 << 16)
@@ -88,14 +88,13 @@ static void fwd_part(int simd, int dtype, const attn_ctx *c, ptrdiff_t need, siz
         if (!scratch) continue;
         if (dtype == PLAST_ATTN_F32)
             PLAST_VEC_DISPATCH(fwd_task_f32, c, t / nparts, t % nparts, nparts, (float *)scratch);
-        else
-            PLAST_VEC_DISPATCH(fwd_task_f64, c, t / nparts, t % nparts, nparts, (double *)scratch);
+        else PLAST_VEC_DISPATCH(fwd_task_f64, c, t / nparts, t % nparts, nparts, (double *)scratch);
     }
     free(scratch);
 }
 
-int plast_attn_fwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q,
-                   plast_attn_op k, plast_attn_op v, plast_attn_op out, plast_attn_op lse) {
+int plast_attn_fwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q, plast_attn_op k,
+                   plast_attn_op v, plast_attn_op out, plast_attn_op lse) {
     int rc = check_dims(dtype, dims);
     if (rc) return rc;
     attn_ctx c;
@@ -134,10 +133,8 @@ static void bwd_part(int simd, int dtype, const attn_ctx *c, ptrdiff_t need, siz
         plast_omp_range(BH, tid, T, &lo, &hi);
         for (ptrdiff_t bh = lo; bh < hi; bh++) {
             if (!scratch) continue;
-            if (dtype == PLAST_ATTN_F32)
-                PLAST_VEC_DISPATCH(bwd_head_task_f32, c, bh, (float *)scratch);
-            else
-                PLAST_VEC_DISPATCH(bwd_head_task_f64, c, bh, (double *)scratch);
+            if (dtype == PLAST_ATTN_F32) PLAST_VEC_DISPATCH(bwd_head_task_f32, c, bh, (float *)scratch);
+            else PLAST_VEC_DISPATCH(bwd_head_task_f64, c, bh, (double *)scratch);
         }
     } else {
         const ptrdiff_t kv_tasks = BH * c->nkb, q_tasks = BH * c->nqb;
@@ -146,8 +143,7 @@ static void bwd_part(int simd, int dtype, const attn_ctx *c, ptrdiff_t need, siz
             if (!scratch) continue;
             if (dtype == PLAST_ATTN_F32)
                 PLAST_VEC_DISPATCH(bwd_kv_task_f32, c, t / c->nkb, t % c->nkb, (float *)scratch);
-            else
-                PLAST_VEC_DISPATCH(bwd_kv_task_f64, c, t / c->nkb, t % c->nkb, (double *)scratch);
+            else PLAST_VEC_DISPATCH(bwd_kv_task_f64, c, t / c->nkb, t % c->nkb, (double *)scratch);
         }
 #if PLAST_HAVE_OPENMP
         if (T > 1) {
@@ -159,16 +155,15 @@ static void bwd_part(int simd, int dtype, const attn_ctx *c, ptrdiff_t need, siz
             if (!scratch) continue;
             if (dtype == PLAST_ATTN_F32)
                 PLAST_VEC_DISPATCH(bwd_q_task_f32, c, t / c->nqb, t % c->nqb, (float *)scratch);
-            else
-                PLAST_VEC_DISPATCH(bwd_q_task_f64, c, t / c->nqb, t % c->nqb, (double *)scratch);
+            else PLAST_VEC_DISPATCH(bwd_q_task_f64, c, t / c->nqb, t % c->nqb, (double *)scratch);
         }
     }
     free(scratch);
 }
 
-int plast_attn_bwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q,
-                   plast_attn_op k, plast_attn_op v, plast_attn_op out, plast_attn_op lse, plast_attn_op dout,
-                   plast_attn_op dq, plast_attn_op dk, plast_attn_op dv) {
+int plast_attn_bwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q, plast_attn_op k,
+                   plast_attn_op v, plast_attn_op out, plast_attn_op lse, plast_attn_op dout, plast_attn_op dq,
+                   plast_attn_op dk, plast_attn_op dv) {
     int rc = check_dims(dtype, dims);
     if (rc) return rc;
     attn_ctx c;

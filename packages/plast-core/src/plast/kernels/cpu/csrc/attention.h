@@ -31,7 +31,7 @@
 #define PLAST_ATTN_F32 0
 #define PLAST_ATTN_F64 1
 
-#define PLAST_ATTN_OK 0
+#define PLAST_ATTN_OK     0
 #define PLAST_ATTN_EINVAL -1
 #define PLAST_ATTN_ENOMEM -2
 
@@ -49,12 +49,12 @@ typedef struct {
 } plast_attn_dims;
 
 /* out (B, H, L, Dv) and lse (B, H, L) from q, k, v. */
-int plast_attn_fwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q,
-                   plast_attn_op k, plast_attn_op v, plast_attn_op out, plast_attn_op lse);
+int plast_attn_fwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q, plast_attn_op k,
+                   plast_attn_op v, plast_attn_op out, plast_attn_op lse);
 
 /* dq, dk, dv from q, k, v, the forward's out and lse, and dout = d(loss)/d(out). */
-int plast_attn_bwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q,
-                   plast_attn_op k, plast_attn_op v, plast_attn_op out, plast_attn_op lse, plast_attn_op dout,
-                   plast_attn_op dq, plast_attn_op dk, plast_attn_op dv);
+int plast_attn_bwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q, plast_attn_op k,
+                   plast_attn_op v, plast_attn_op out, plast_attn_op lse, plast_attn_op dout, plast_attn_op dq,
+                   plast_attn_op dk, plast_attn_op dv);
 
 #endif /* PLAST_ATTENTION_H */

@@ -9,8 +9,8 @@
 /* ---- packing ---- */
 
 /* dst[i, j] = src[i, j] * mul for i < n, j < d, zero for d <= j < dpad; rows n..n4-1 zeroed (n4 >= n). */
-static void AN(pack_rows)(T *dst, ptrdiff_t ld, const T *src, ptrdiff_t sl, ptrdiff_t sd, ptrdiff_t n,
-                          ptrdiff_t n4, ptrdiff_t d, ptrdiff_t dpad, T mul) {
+static void AN(pack_rows)(T *dst, ptrdiff_t ld, const T *src, ptrdiff_t sl, ptrdiff_t sd, ptrdiff_t n, ptrdiff_t n4,
+                          ptrdiff_t d, ptrdiff_t dpad, T mul) {
     for (ptrdiff_t i = 0; i < n; i++) {
         const T *s = src + i * sl;
         T *o = dst + i * ld;
@@ -71,8 +71,8 @@ VTARGET static void AN(pack_cols)(T *dst, ptrdiff_t ld, const T *src, ptrdiff_t 
 }
 
 /* dst[i, j] = src[i, j] * mul for i < n, j < d (src packed with row stride ld, dst with any strides) */
-static void AN(store_rows)(T *dst, ptrdiff_t sl, ptrdiff_t sd, const T *src, ptrdiff_t ld, ptrdiff_t n,
-                           ptrdiff_t d, T mul) {
+static void AN(store_rows)(T *dst, ptrdiff_t sl, ptrdiff_t sd, const T *src, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                           T mul) {
     for (ptrdiff_t i = 0; i < n; i++) {
         T *o = dst + i * sl;
         const T *a = src + i * ld;
@@ -87,8 +87,8 @@ static void AN(store_rows)(T *dst, ptrdiff_t sl, ptrdiff_t sd, const T *src, ptr
 
 /* C[0:4, 0:nv*TW] (+)= A(0:4, 0:K) @ B[0:K, 0:nv*TW] with A(r, k) = A[r * ars + k * aks]: broadcast one
  * element of A against nv vectors of a row of B. ars/aks let the same kernel read A or A^T (dV += P^T dO). */
-VTARGET PLAST_INLINE void AN(mk4)(const int nv, ptrdiff_t K, const T *A, ptrdiff_t ars, ptrdiff_t aks,
-                                  const T *B, ptrdiff_t ldb, T *C, ptrdiff_t ldc, int acc) {
+VTARGET PLAST_INLINE void AN(mk4)(const int nv, ptrdiff_t K, const T *A, ptrdiff_t ars, ptrdiff_t aks, const T *B,
+                                  ptrdiff_t ldb, T *C, ptrdiff_t ldc, int acc) {
     TV c0[AT_NVMAX], c1[AT_NVMAX], c2[AT_NVMAX], c3[AT_NVMAX];
     for (int v = 0; v < nv; v++) {
         if (acc) {
@@ -130,8 +130,8 @@ VTARGET PLAST_INLINE void AN(mk4)(const int nv, ptrdiff_t K, const T *A, ptrdiff
  * the block sees key j when j <= r + diag): AT_TRI_N for products whose rows are queries and columns keys
  * (scores, dP: columns past the tile's last visible key are left unwritten), AT_TRI_KEND for rows of queries
  * summing over keys (P V, dS K), AT_TRI_KBEGIN for rows of keys summing over queries (P^T dO, dS^T q). */
-VTARGET static void AN(mm)(ptrdiff_t M, ptrdiff_t N, ptrdiff_t K, const T *A, ptrdiff_t ars, ptrdiff_t aks,
-                           const T *B, ptrdiff_t ldb, T *C, ptrdiff_t ldc, int acc, int tri, ptrdiff_t diag) {
+VTARGET static void AN(mm)(ptrdiff_t M, ptrdiff_t N, ptrdiff_t K, const T *A, ptrdiff_t ars, ptrdiff_t aks, const T *B,
+                           ptrdiff_t ldb, T *C, ptrdiff_t ldc, int acc, int tri, ptrdiff_t diag) {
     for (ptrdiff_t i = 0; i < M; i += 4) {
         ptrdiff_t nvec = N / TW, k0 = 0, k1 = K;
         if (tri == AT_TRI_N) {
@@ -226,8 +226,7 @@ static ptrdiff_t AN(fwd_scratch)(const attn_ctx *c) {
 }
 
 /* Query blocks part, part + nparts, ... of head bh. */
-VTARGET static void AN(fwd_task)(const attn_ctx *c, ptrdiff_t bh, ptrdiff_t part, ptrdiff_t nparts,
-                                 T *scratch) {
+VTARGET static void AN(fwd_task)(const attn_ctx *c, ptrdiff_t bh, ptrdiff_t part, ptrdiff_t nparts, T *scratch) {
     const ptrdiff_t D = c->D, Dv = c->Dv, L = c->L, S = c->S, DP = c->DP, DVP = c->DVP, SP = c->SP;
     const ptrdiff_t b = bh / c->H, h = bh % c->H;
     const T *q = (const T *)c->q.p + b * c->q.sb + h * c->q.sh;
@@ -312,7 +311,7 @@ typedef struct {
     T *qp, *dop, *drow, *dqacc, *kt, *kp, *vt, *dkacc, *dvacc, *pb, *dsb;
 } AN(bwd_head);
 
-static void AN(bwd_bind)(const attn_ctx *c, ptrdiff_t bh, T *scratch, AN(bwd_head) *w) {
+static void AN(bwd_bind)(const attn_ctx *c, ptrdiff_t bh, T *scratch, AN(bwd_head) * w) {
     const ptrdiff_t b = bh / c->H, h = bh % c->H;
     w->q = (const T *)c->q.p + b * c->q.sb + h * c->q.sh;
     w->k = (const T *)c->k.p + b * c->k.sb + h * c->k.sh;
@@ -337,12 +336,11 @@ static void AN(bwd_bind)(const attn_ctx *c, ptrdiff_t bh, T *scratch, AN(bwd_hea
 }
 
 /* Pack query rows [r0, r1) (r1 - r0 a multiple of 4 or ending at L): scaled q, dout, D_i = dout . out. */
-static void AN(bwd_rows)(const attn_ctx *c, AN(bwd_head) *w, ptrdiff_t r0, ptrdiff_t r1) {
+static void AN(bwd_rows)(const attn_ctx *c, AN(bwd_head) * w, ptrdiff_t r0, ptrdiff_t r1) {
     const ptrdiff_t L = c->L, n = (r1 < L ? r1 : L) - r0, n4 = PAD4(r1 - r0);
-    AN(pack_rows)(w->qp + r0 * c->DP, c->DP, w->q + r0 * c->q.sl, c->q.sl, c->q.sd, n, n4, c->D, c->DP,
-                  (T)c->scale);
-    AN(pack_rows)(w->dop + r0 * c->DVP, c->DVP, w->dout + r0 * c->dout.sl, c->dout.sl, c->dout.sd, n, n4,
-                  c->Dv, c->DVP, 1);
+    AN(pack_rows)(w->qp + r0 * c->DP, c->DP, w->q + r0 * c->q.sl, c->q.sl, c->q.sd, n, n4, c->D, c->DP, (T)c->scale);
+    AN(pack_rows)(w->dop + r0 * c->DVP, c->DVP, w->dout + r0 * c->dout.sl, c->dout.sl, c->dout.sd, n, n4, c->Dv, c->DVP,
+                  1);
     for (ptrdiff_t i = 0; i < n4; i++) {
         T s = 0;
         if (i < n) {
@@ -357,7 +355,7 @@ static void AN(bwd_rows)(const attn_ctx *c, AN(bwd_head) *w, ptrdiff_t r0, ptrdi
 }
 
 /* Pack key block [j0, j0 + nk) as K^T, K and V^T. */
-static void AN(bwd_keys)(const attn_ctx *c, AN(bwd_head) *w, ptrdiff_t j0, ptrdiff_t nk) {
+static void AN(bwd_keys)(const attn_ctx *c, AN(bwd_head) * w, ptrdiff_t j0, ptrdiff_t nk) {
     const ptrdiff_t nkp = PAD(nk);
     AN(pack_cols)(w->kt, ATT_BK, w->k + j0 * c->k.sl, c->k.sl, c->k.sd, nk, nkp, c->D);
     AN(pack_rows)(w->kp, c->DP, w->k + j0 * c->k.sl, c->k.sl, c->k.sd, nk, nk, c->D, c->DP, 1);
@@ -366,7 +364,7 @@ static void AN(bwd_keys)(const attn_ctx *c, AN(bwd_head) *w, ptrdiff_t j0, ptrdi
 
 /* One (query block, key block) pair: recompute P from the scores and lse, then dV += P^T dO, dP = dO V^T,
  * dS = P (dP - D_i), dQ += dS K, dK += dS^T (scale q). dq / dk+dv are skipped when not wanted. */
-VTARGET static void AN(bwd_pair)(const attn_ctx *c, AN(bwd_head) *w, ptrdiff_t i0, ptrdiff_t nq, ptrdiff_t j0,
+VTARGET static void AN(bwd_pair)(const attn_ctx *c, AN(bwd_head) * w, ptrdiff_t i0, ptrdiff_t nq, ptrdiff_t j0,
                                  ptrdiff_t nk, int want_q, int want_kv) {
     const ptrdiff_t DP = c->DP, DVP = c->DVP, nq4 = PAD4(nq), nkp = PAD(nk), diag = i0 - j0;
     const int tn = c->causal ? AT_TRI_N : 0, tkend = c->causal ? AT_TRI_KEND : 0;
@@ -376,10 +374,8 @@ VTARGET static void AN(bwd_pair)(const attn_ctx *c, AN(bwd_head) *w, ptrdiff_t i
     for (ptrdiff_t r = 0; r < nq4; r++) {
         T *s = pb + r * ATT_BK;
         ptrdiff_t nr = r < nq ? AN(visible)(c, i0 + r, j0, nk) : 0;
-        if (nr == 0)
-            memset(s, 0, (size_t)nkp * sizeof(T));
-        else
-            AN(exp_shift)(s, nr, nkp, w->lse[(i0 + r) * c->lse.sl]);
+        if (nr == 0) memset(s, 0, (size_t)nkp * sizeof(T));
+        else AN(exp_shift)(s, nr, nkp, w->lse[(i0 + r) * c->lse.sl]);
     }
     if (want_kv) AN(mm)(nkp, DVP, nq, pb, 1, ATT_BK, w->dop + i0 * DVP, DVP, w->dvacc, DVP, 1, tkbegin, diag);
     AN(mm)(nq4, nkp, c->Dv, w->dop + i0 * DVP, DVP, 1, w->vt, ATT_BK, dsb, ATT_BK, 0, tn, diag);
@@ -388,8 +384,7 @@ VTARGET static void AN(bwd_pair)(const attn_ctx *c, AN(bwd_head) *w, ptrdiff_t i
         const ptrdiff_t nr = r < nq ? AN(visible)(c, i0 + r, j0, nk) : 0, w1 = (nr + TW - 1) / TW * TW;
         TV di = t_set1(w->drow[i0 + r]);
         T *p = pb + r * ATT_BK, *ds = dsb + r * ATT_BK;
-        for (ptrdiff_t j = 0; j < w1; j += TW)
-            t_store(ds + j, t_mul(t_load(p + j), t_sub(t_load(ds + j), di)));
+        for (ptrdiff_t j = 0; j < w1; j += TW) t_store(ds + j, t_mul(t_load(p + j), t_sub(t_load(ds + j), di)));
         if (w1 < nkp) memset(ds + w1, 0, (size_t)(nkp - w1) * sizeof(T));
     }
     if (want_q) AN(mm)(nq4, DP, nk, dsb, ATT_BK, 1, w->kp, DP, w->dqacc + i0 * DP, DP, 1, tkend, diag);
@@ -397,19 +392,18 @@ VTARGET static void AN(bwd_pair)(const attn_ctx *c, AN(bwd_head) *w, ptrdiff_t i
 }
 
 /* dk, dv of key block [j0, j0 + nk) from the accumulators */
-static void AN(bwd_store_kv)(const attn_ctx *c, AN(bwd_head) *w, ptrdiff_t j0, ptrdiff_t nk) {
+static void AN(bwd_store_kv)(const attn_ctx *c, AN(bwd_head) * w, ptrdiff_t j0, ptrdiff_t nk) {
     AN(store_rows)(w->dk + j0 * c->dk.sl, c->dk.sl, c->dk.sd, w->dkacc, c->DP, nk, c->D, 1);
     AN(store_rows)(w->dv + j0 * c->dv.sl, c->dv.sl, c->dv.sd, w->dvacc, c->DVP, nk, c->Dv, 1);
 }
 
 /* dq of query rows [r0, r1) (scale applied here: the accumulator holds dS K) */
-static void AN(bwd_store_q)(const attn_ctx *c, AN(bwd_head) *w, ptrdiff_t r0, ptrdiff_t r1) {
-    AN(store_rows)(w->dq + r0 * c->dq.sl, c->dq.sl, c->dq.sd, w->dqacc + r0 * c->DP, c->DP, r1 - r0, c->D,
-                   (T)c->scale);
+static void AN(bwd_store_q)(const attn_ctx *c, AN(bwd_head) * w, ptrdiff_t r0, ptrdiff_t r1) {
+    AN(store_rows)(w->dq + r0 * c->dq.sl, c->dq.sl, c->dq.sd, w->dqacc + r0 * c->DP, c->DP, r1 - r0, c->D, (T)c->scale);
 }
 
 /* Key block jb of a head: its dk and dv, and (want_q) its share of dq, over the query blocks that see it. */
-VTARGET static void AN(bwd_key_block)(const attn_ctx *c, AN(bwd_head) *w, ptrdiff_t jb, int want_q) {
+VTARGET static void AN(bwd_key_block)(const attn_ctx *c, AN(bwd_head) * w, ptrdiff_t jb, int want_q) {
     const ptrdiff_t j0 = jb * ATT_BK, nk = c->S - j0 < ATT_BK ? c->S - j0 : ATT_BK;
     AN(bwd_keys)(c, w, j0, nk);
     memset(w->dkacc, 0, (size_t)(PAD(nk) * c->DP) * sizeof(T));

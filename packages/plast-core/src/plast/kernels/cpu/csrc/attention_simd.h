@@ -27,25 +27,25 @@ PLAST_TARGET_AVX2 static inline double plast_attn_hmax_pd_avx2(__m256d v) {
 #endif
 
 /* ---- float32 ---- */
-#define T float
-#define TV vf
-#define TW VW
-#define AN(name) VN(name##_f32)
-#define t_zero() vset1(0.0f)
-#define t_set1(x) vset1(x)
-#define t_load(p) vload(p)
-#define t_store(p, x) vstore(p, x)
-#define t_add(a, b) vadd(a, b)
-#define t_sub(a, b) vsub(a, b)
-#define t_mul(a, b) vmul(a, b)
+#define T              float
+#define TV             vf
+#define TW             VW
+#define AN(name)       VN(name##_f32)
+#define t_zero()       vset1(0.0f)
+#define t_set1(x)      vset1(x)
+#define t_load(p)      vload(p)
+#define t_store(p, x)  vstore(p, x)
+#define t_add(a, b)    vadd(a, b)
+#define t_sub(a, b)    vsub(a, b)
+#define t_mul(a, b)    vmul(a, b)
 #define t_fma(a, b, c) vfma(a, b, c)
-#define t_max(a, b) vmax(a, b)
-#define t_hsum(x) vhsum(x)
-#define t_hmax(x) vhmax(x)
-#define AT_VEXP(x) VN(v_exp)(x)
-#define AT_SEXP expf
-#define AT_SLOG logf
-#define AT_F32 1
+#define t_max(a, b)    vmax(a, b)
+#define t_hsum(x)      vhsum(x)
+#define t_hmax(x)      vhmax(x)
+#define AT_VEXP(x)     VN(v_exp)(x)
+#define AT_SEXP        expf
+#define AT_SLOG        logf
+#define AT_F32         1
 #include "attention_body.h"
 #undef AT_F32
 #undef T
@@ -68,52 +68,52 @@ PLAST_TARGET_AVX2 static inline double plast_attn_hmax_pd_avx2(__m256d v) {
 #undef AT_SLOG
 
 /* ---- float64 (gradient checks: the products are vectorized, exp is the C library's) ---- */
-#define T double
+#define T        double
 #define AN(name) VN(name##_f64)
-#define AT_SEXP exp
-#define AT_SLOG log
+#define AT_SEXP  exp
+#define AT_SLOG  log
 #if VLEVEL == 2
-#define TV __m512d
-#define TW 8
-#define t_zero() _mm512_setzero_pd()
-#define t_set1(x) _mm512_set1_pd(x)
-#define t_load(p) _mm512_loadu_pd(p)
-#define t_store(p, x) _mm512_storeu_pd(p, x)
-#define t_add(a, b) _mm512_add_pd(a, b)
-#define t_sub(a, b) _mm512_sub_pd(a, b)
-#define t_mul(a, b) _mm512_mul_pd(a, b)
+#define TV             __m512d
+#define TW             8
+#define t_zero()       _mm512_setzero_pd()
+#define t_set1(x)      _mm512_set1_pd(x)
+#define t_load(p)      _mm512_loadu_pd(p)
+#define t_store(p, x)  _mm512_storeu_pd(p, x)
+#define t_add(a, b)    _mm512_add_pd(a, b)
+#define t_sub(a, b)    _mm512_sub_pd(a, b)
+#define t_mul(a, b)    _mm512_mul_pd(a, b)
 #define t_fma(a, b, c) _mm512_fmadd_pd(a, b, c)
-#define t_max(a, b) _mm512_max_pd(a, b)
-#define t_hsum(x) _mm512_reduce_add_pd(x)
-#define t_hmax(x) _mm512_reduce_max_pd(x)
+#define t_max(a, b)    _mm512_max_pd(a, b)
+#define t_hsum(x)      _mm512_reduce_add_pd(x)
+#define t_hmax(x)      _mm512_reduce_max_pd(x)
 #elif VLEVEL == 1
-#define TV __m256d
-#define TW 4
-#define t_zero() _mm256_setzero_pd()
-#define t_set1(x) _mm256_set1_pd(x)
-#define t_load(p) _mm256_loadu_pd(p)
-#define t_store(p, x) _mm256_storeu_pd(p, x)
-#define t_add(a, b) _mm256_add_pd(a, b)
-#define t_sub(a, b) _mm256_sub_pd(a, b)
-#define t_mul(a, b) _mm256_mul_pd(a, b)
+#define TV             __m256d
+#define TW             4
+#define t_zero()       _mm256_setzero_pd()
+#define t_set1(x)      _mm256_set1_pd(x)
+#define t_load(p)      _mm256_loadu_pd(p)
+#define t_store(p, x)  _mm256_storeu_pd(p, x)
+#define t_add(a, b)    _mm256_add_pd(a, b)
+#define t_sub(a, b)    _mm256_sub_pd(a, b)
+#define t_mul(a, b)    _mm256_mul_pd(a, b)
 #define t_fma(a, b, c) _mm256_fmadd_pd(a, b, c)
-#define t_max(a, b) _mm256_max_pd(a, b)
-#define t_hsum(x) plast_attn_hsum_pd_avx2(x)
-#define t_hmax(x) plast_attn_hmax_pd_avx2(x)
+#define t_max(a, b)    _mm256_max_pd(a, b)
+#define t_hsum(x)      plast_attn_hsum_pd_avx2(x)
+#define t_hmax(x)      plast_attn_hmax_pd_avx2(x)
 #else
-#define TV double
-#define TW 1
-#define t_zero() 0.0
-#define t_set1(x) ((double)(x))
-#define t_load(p) (*(p))
-#define t_store(p, x) (*(p) = (x))
-#define t_add(a, b) ((a) + (b))
-#define t_sub(a, b) ((a) - (b))
-#define t_mul(a, b) ((a) * (b))
+#define TV             double
+#define TW             1
+#define t_zero()       0.0
+#define t_set1(x)      ((double)(x))
+#define t_load(p)      (*(p))
+#define t_store(p, x)  (*(p) = (x))
+#define t_add(a, b)    ((a) + (b))
+#define t_sub(a, b)    ((a) - (b))
+#define t_mul(a, b)    ((a) * (b))
 #define t_fma(a, b, c) ((a) * (b) + (c))
-#define t_max(a, b) ((a) > (b) ? (a) : (b))
-#define t_hsum(x) (x)
-#define t_hmax(x) (x)
+#define t_max(a, b)    ((a) > (b) ? (a) : (b))
+#define t_hsum(x)      (x)
+#define t_hmax(x)      (x)
 #endif
 #include "attention_body.h"
 #undef T

@@ -14,20 +14,20 @@
 #define S_MIN(x, y) (((x) < (y) || (x) != (x)) ? (x) : (y))
 
 /* portable loop: a_s / b_s are 0 (broadcast) or 1 */
-#define SCALAR_LOOP(T, OP)                                                                                  \
+#define SCALAR_LOOP(T, OP)                                                                                             \
     for (ptrdiff_t i = 0; i < n; i++) out[i] = OP(a[i * a_s], b[i * b_s]);
 
-#define SCALAR_KERNEL(T, SUF)                                                                               \
-    static void binary_scalar_##SUF(int op, const T *a, ptrdiff_t a_s, const T *b, ptrdiff_t b_s, T *out,   \
-                                     ptrdiff_t n) {                                                         \
-        switch (op) {                                                                                       \
-        case PLAST_BIN_ADD: SCALAR_LOOP(T, S_ADD) break;                                                    \
-        case PLAST_BIN_SUB: SCALAR_LOOP(T, S_SUB) break;                                                    \
-        case PLAST_BIN_MUL: SCALAR_LOOP(T, S_MUL) break;                                                    \
-        case PLAST_BIN_DIV: SCALAR_LOOP(T, S_DIV) break;                                                    \
-        case PLAST_BIN_MAX: SCALAR_LOOP(T, S_MAX) break;                                                    \
-        case PLAST_BIN_MIN: SCALAR_LOOP(T, S_MIN) break;                                                    \
-        }                                                                                                   \
+#define SCALAR_KERNEL(T, SUF)                                                                                          \
+    static void binary_scalar_##SUF(int op, const T *a, ptrdiff_t a_s, const T *b, ptrdiff_t b_s, T *out,              \
+                                    ptrdiff_t n) {                                                                     \
+        switch (op) {                                                                                                  \
+        case PLAST_BIN_ADD: SCALAR_LOOP(T, S_ADD) break;                                                               \
+        case PLAST_BIN_SUB: SCALAR_LOOP(T, S_SUB) break;                                                               \
+        case PLAST_BIN_MUL: SCALAR_LOOP(T, S_MUL) break;                                                               \
+        case PLAST_BIN_DIV: SCALAR_LOOP(T, S_DIV) break;                                                               \
+        case PLAST_BIN_MAX: SCALAR_LOOP(T, S_MAX) break;                                                               \
+        case PLAST_BIN_MIN: SCALAR_LOOP(T, S_MIN) break;                                                               \
+        }                                                                                                              \
     }
 
 SCALAR_KERNEL(float, f32)
@@ -45,43 +45,43 @@ SCALAR_KERNEL(int32_t, i32)
 #define V512_MAXPD(x, y) _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q), _mm512_max_pd(x, y), x)
 #define V512_MINPD(x, y) _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q), _mm512_min_pd(x, y), x)
 
-#define AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, VOP)                                          \
-    {                                                                                                       \
-        ptrdiff_t i = 0;                                                                                    \
-        VT va = a_s ? SET1(0) : SET1(a[0]);                                                                 \
-        VT vb = b_s ? SET1(0) : SET1(b[0]);                                                                 \
-        for (; i + W <= n; i += W) {                                                                        \
-            VT x = a_s ? LD(a + i) : va;                                                                    \
-            VT y = b_s ? LD(b + i) : vb;                                                                    \
-            ST(out + i, VOP(x, y));                                                                         \
-        }                                                                                                   \
-        if (i < n) {                                                                                        \
-            MASKT m = (MASKT)((1ULL << (n - i)) - 1);                                                       \
-            VT x = a_s ? MLD(SET1(0), m, a + i) : va;                                                       \
-            VT y = b_s ? MLD(SET1(0), m, b + i) : vb;                                                       \
-            MST(out + i, m, VOP(x, y));                                                                     \
-        }                                                                                                   \
+#define AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, VOP)                                                      \
+    {                                                                                                                  \
+        ptrdiff_t i = 0;                                                                                               \
+        VT va = a_s ? SET1(0) : SET1(a[0]);                                                                            \
+        VT vb = b_s ? SET1(0) : SET1(b[0]);                                                                            \
+        for (; i + W <= n; i += W) {                                                                                   \
+            VT x = a_s ? LD(a + i) : va;                                                                               \
+            VT y = b_s ? LD(b + i) : vb;                                                                               \
+            ST(out + i, VOP(x, y));                                                                                    \
+        }                                                                                                              \
+        if (i < n) {                                                                                                   \
+            MASKT m = (MASKT)((1ULL << (n - i)) - 1);                                                                  \
+            VT x = a_s ? MLD(SET1(0), m, a + i) : va;                                                                  \
+            VT y = b_s ? MLD(SET1(0), m, b + i) : vb;                                                                  \
+            MST(out + i, m, VOP(x, y));                                                                                \
+        }                                                                                                              \
     }
 
-#define AVX512_KERNEL(T, SUF, W, VT, LD, MLD, SET1, ST, MST, MASKT, ADD, SUB, MUL, DIV, MAX, MIN)          \
-    PLAST_TARGET_AVX512 static void binary_avx512_##SUF(int op, const T *a, ptrdiff_t a_s, const T *b,      \
-                                                        ptrdiff_t b_s, T *out, ptrdiff_t n) {               \
-        switch (op) {                                                                                       \
-        case PLAST_BIN_ADD: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, ADD) break;                \
-        case PLAST_BIN_SUB: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, SUB) break;                \
-        case PLAST_BIN_MUL: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, MUL) break;                \
-        case PLAST_BIN_DIV: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, DIV) break;                \
-        case PLAST_BIN_MAX: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, MAX) break;                \
-        case PLAST_BIN_MIN: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, MIN) break;                \
-        }                                                                                                   \
+#define AVX512_KERNEL(T, SUF, W, VT, LD, MLD, SET1, ST, MST, MASKT, ADD, SUB, MUL, DIV, MAX, MIN)                      \
+    PLAST_TARGET_AVX512 static void binary_avx512_##SUF(int op, const T *a, ptrdiff_t a_s, const T *b, ptrdiff_t b_s,  \
+                                                        T *out, ptrdiff_t n) {                                         \
+        switch (op) {                                                                                                  \
+        case PLAST_BIN_ADD: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, ADD) break;                           \
+        case PLAST_BIN_SUB: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, SUB) break;                           \
+        case PLAST_BIN_MUL: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, MUL) break;                           \
+        case PLAST_BIN_DIV: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, DIV) break;                           \
+        case PLAST_BIN_MAX: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, MAX) break;                           \
+        case PLAST_BIN_MIN: AVX512_LOOP(T, W, VT, LD, MLD, SET1, ST, MST, MASKT, MIN) break;                           \
+        }                                                                                                              \
     }
 
 AVX512_KERNEL(float, f32, 16, __m512, _mm512_loadu_ps, _mm512_mask_loadu_ps, _mm512_set1_ps, _mm512_storeu_ps,
-              _mm512_mask_storeu_ps, __mmask16, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_div_ps,
-              V512_MAXPS, V512_MINPS)
+              _mm512_mask_storeu_ps, __mmask16, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_div_ps, V512_MAXPS,
+              V512_MINPS)
 AVX512_KERNEL(double, f64, 8, __m512d, _mm512_loadu_pd, _mm512_mask_loadu_pd, _mm512_set1_pd, _mm512_storeu_pd,
-              _mm512_mask_storeu_pd, __mmask8, _mm512_add_pd, _mm512_sub_pd, _mm512_mul_pd, _mm512_div_pd,
-              V512_MAXPD, V512_MINPD)
+              _mm512_mask_storeu_pd, __mmask8, _mm512_add_pd, _mm512_sub_pd, _mm512_mul_pd, _mm512_div_pd, V512_MAXPD,
+              V512_MINPD)
 
 /* ---- AVX2: 8 floats / 4 doubles a step, scalar tail ---- */
 #define V256_MAXPS(x, y) _mm256_blendv_ps(_mm256_max_ps(x, y), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q))
@@ -89,89 +89,103 @@ AVX512_KERNEL(double, f64, 8, __m512d, _mm512_loadu_pd, _mm512_mask_loadu_pd, _m
 #define V256_MAXPD(x, y) _mm256_blendv_pd(_mm256_max_pd(x, y), x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q))
 #define V256_MINPD(x, y) _mm256_blendv_pd(_mm256_min_pd(x, y), x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q))
 
-#define AVX2_LOOP(T, W, VT, LD, SET1, ST, VOP, SOP)                                                         \
-    {                                                                                                       \
-        ptrdiff_t i = 0;                                                                                    \
-        VT va = a_s ? SET1(0) : SET1(a[0]);                                                                 \
-        VT vb = b_s ? SET1(0) : SET1(b[0]);                                                                 \
-        for (; i + W <= n; i += W) {                                                                        \
-            VT x = a_s ? LD(a + i) : va;                                                                    \
-            VT y = b_s ? LD(b + i) : vb;                                                                    \
-            ST(out + i, VOP(x, y));                                                                         \
-        }                                                                                                   \
-        for (; i < n; i++) out[i] = SOP(a[i * a_s], b[i * b_s]);                                            \
+#define AVX2_LOOP(T, W, VT, LD, SET1, ST, VOP, SOP)                                                                    \
+    {                                                                                                                  \
+        ptrdiff_t i = 0;                                                                                               \
+        VT va = a_s ? SET1(0) : SET1(a[0]);                                                                            \
+        VT vb = b_s ? SET1(0) : SET1(b[0]);                                                                            \
+        for (; i + W <= n; i += W) {                                                                                   \
+            VT x = a_s ? LD(a + i) : va;                                                                               \
+            VT y = b_s ? LD(b + i) : vb;                                                                               \
+            ST(out + i, VOP(x, y));                                                                                    \
+        }                                                                                                              \
+        for (; i < n; i++) out[i] = SOP(a[i * a_s], b[i * b_s]);                                                       \
     }
 
-#define AVX2_KERNEL(T, SUF, W, VT, LD, SET1, ST, ADD, SUB, MUL, DIV, MAX, MIN)                              \
-    PLAST_TARGET_AVX2 static void binary_avx2_##SUF(int op, const T *a, ptrdiff_t a_s, const T *b,          \
-                                                    ptrdiff_t b_s, T *out, ptrdiff_t n) {                   \
-        switch (op) {                                                                                       \
-        case PLAST_BIN_ADD: AVX2_LOOP(T, W, VT, LD, SET1, ST, ADD, S_ADD) break;                            \
-        case PLAST_BIN_SUB: AVX2_LOOP(T, W, VT, LD, SET1, ST, SUB, S_SUB) break;                            \
-        case PLAST_BIN_MUL: AVX2_LOOP(T, W, VT, LD, SET1, ST, MUL, S_MUL) break;                            \
-        case PLAST_BIN_DIV: AVX2_LOOP(T, W, VT, LD, SET1, ST, DIV, S_DIV) break;                            \
-        case PLAST_BIN_MAX: AVX2_LOOP(T, W, VT, LD, SET1, ST, MAX, S_MAX) break;                            \
-        case PLAST_BIN_MIN: AVX2_LOOP(T, W, VT, LD, SET1, ST, MIN, S_MIN) break;                            \
-        }                                                                                                   \
+#define AVX2_KERNEL(T, SUF, W, VT, LD, SET1, ST, ADD, SUB, MUL, DIV, MAX, MIN)                                         \
+    PLAST_TARGET_AVX2 static void binary_avx2_##SUF(int op, const T *a, ptrdiff_t a_s, const T *b, ptrdiff_t b_s,      \
+                                                    T *out, ptrdiff_t n) {                                             \
+        switch (op) {                                                                                                  \
+        case PLAST_BIN_ADD: AVX2_LOOP(T, W, VT, LD, SET1, ST, ADD, S_ADD) break;                                       \
+        case PLAST_BIN_SUB: AVX2_LOOP(T, W, VT, LD, SET1, ST, SUB, S_SUB) break;                                       \
+        case PLAST_BIN_MUL: AVX2_LOOP(T, W, VT, LD, SET1, ST, MUL, S_MUL) break;                                       \
+        case PLAST_BIN_DIV: AVX2_LOOP(T, W, VT, LD, SET1, ST, DIV, S_DIV) break;                                       \
+        case PLAST_BIN_MAX: AVX2_LOOP(T, W, VT, LD, SET1, ST, MAX, S_MAX) break;                                       \
+        case PLAST_BIN_MIN: AVX2_LOOP(T, W, VT, LD, SET1, ST, MIN, S_MIN) break;                                       \
+        }                                                                                                              \
     }
 
-AVX2_KERNEL(float, f32, 8, __m256, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_add_ps,
-            _mm256_sub_ps, _mm256_mul_ps, _mm256_div_ps, V256_MAXPS, V256_MINPS)
-AVX2_KERNEL(double, f64, 4, __m256d, _mm256_loadu_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_add_pd,
-            _mm256_sub_pd, _mm256_mul_pd, _mm256_div_pd, V256_MAXPD, V256_MINPD)
+AVX2_KERNEL(float, f32, 8, __m256, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps,
+            _mm256_mul_ps, _mm256_div_ps, V256_MAXPS, V256_MINPS)
+AVX2_KERNEL(double, f64, 4, __m256d, _mm256_loadu_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_add_pd, _mm256_sub_pd,
+            _mm256_mul_pd, _mm256_div_pd, V256_MAXPD, V256_MINPD)
 #endif /* PLAST_X86 */
 
-void plast_binary_contig_f32(int simd, int op, const float *a, int a_bcast, const float *b, int b_bcast,
-                             float *out, ptrdiff_t n) {
+void plast_binary_contig_f32(int simd, int op, const float *a, int a_bcast, const float *b, int b_bcast, float *out,
+                             ptrdiff_t n) {
     ptrdiff_t as = a_bcast ? 0 : 1, bs = b_bcast ? 0 : 1;
 #if PLAST_X86
-    if (simd >= PLAST_SIMD_AVX512) { binary_avx512_f32(op, a, as, b, bs, out, n); return; }
-    if (simd >= PLAST_SIMD_AVX2) { binary_avx2_f32(op, a, as, b, bs, out, n); return; }
+    if (simd >= PLAST_SIMD_AVX512) {
+        binary_avx512_f32(op, a, as, b, bs, out, n);
+        return;
+    }
+    if (simd >= PLAST_SIMD_AVX2) {
+        binary_avx2_f32(op, a, as, b, bs, out, n);
+        return;
+    }
 #endif
     binary_scalar_f32(op, a, as, b, bs, out, n);
 }
 
-void plast_binary_contig_f64(int simd, int op, const double *a, int a_bcast, const double *b, int b_bcast,
-                             double *out, ptrdiff_t n) {
+void plast_binary_contig_f64(int simd, int op, const double *a, int a_bcast, const double *b, int b_bcast, double *out,
+                             ptrdiff_t n) {
     ptrdiff_t as = a_bcast ? 0 : 1, bs = b_bcast ? 0 : 1;
 #if PLAST_X86
-    if (simd >= PLAST_SIMD_AVX512) { binary_avx512_f64(op, a, as, b, bs, out, n); return; }
-    if (simd >= PLAST_SIMD_AVX2) { binary_avx2_f64(op, a, as, b, bs, out, n); return; }
+    if (simd >= PLAST_SIMD_AVX512) {
+        binary_avx512_f64(op, a, as, b, bs, out, n);
+        return;
+    }
+    if (simd >= PLAST_SIMD_AVX2) {
+        binary_avx2_f64(op, a, as, b, bs, out, n);
+        return;
+    }
 #endif
     binary_scalar_f64(op, a, as, b, bs, out, n);
 }
 
 /* ---- strided inner loop, for non-contiguous innermost dimensions ---- */
-#define STRIDED_LOOP(T, OP)                                                                                 \
+#define STRIDED_LOOP(T, OP)                                                                                            \
     for (ptrdiff_t i = 0; i < n; i++) o[i * so] = OP(x[i * sa], y[i * sb]);
 
-#define STRIDED_KERNEL(T, SUF)                                                                              \
-    static void binary_strided_##SUF(int op, const T *x, ptrdiff_t sa, const T *y, ptrdiff_t sb, T *o,      \
-                                     ptrdiff_t so, ptrdiff_t n) {                                           \
-        switch (op) {                                                                                       \
-        case PLAST_BIN_ADD: STRIDED_LOOP(T, S_ADD) break;                                                   \
-        case PLAST_BIN_SUB: STRIDED_LOOP(T, S_SUB) break;                                                   \
-        case PLAST_BIN_MUL: STRIDED_LOOP(T, S_MUL) break;                                                   \
-        case PLAST_BIN_DIV: STRIDED_LOOP(T, S_DIV) break;                                                   \
-        case PLAST_BIN_MAX: STRIDED_LOOP(T, S_MAX) break;                                                   \
-        case PLAST_BIN_MIN: STRIDED_LOOP(T, S_MIN) break;                                                   \
-        }                                                                                                   \
+#define STRIDED_KERNEL(T, SUF)                                                                                         \
+    static void binary_strided_##SUF(int op, const T *x, ptrdiff_t sa, const T *y, ptrdiff_t sb, T *o, ptrdiff_t so,   \
+                                     ptrdiff_t n) {                                                                    \
+        switch (op) {                                                                                                  \
+        case PLAST_BIN_ADD: STRIDED_LOOP(T, S_ADD) break;                                                              \
+        case PLAST_BIN_SUB: STRIDED_LOOP(T, S_SUB) break;                                                              \
+        case PLAST_BIN_MUL: STRIDED_LOOP(T, S_MUL) break;                                                              \
+        case PLAST_BIN_DIV: STRIDED_LOOP(T, S_DIV) break;                                                              \
+        case PLAST_BIN_MAX: STRIDED_LOOP(T, S_MAX) break;                                                              \
+        case PLAST_BIN_MIN: STRIDED_LOOP(T, S_MIN) break;                                                              \
+        }                                                                                                              \
     }
 STRIDED_KERNEL(float, f32)
 STRIDED_KERNEL(double, f64)
 STRIDED_KERNEL(int64_t, i64)
 STRIDED_KERNEL(int32_t, i32)
 
-static void run_inner(int simd, int op, int dtype, const char *a, ptrdiff_t sa, const char *b, ptrdiff_t sb,
-                      char *o, ptrdiff_t so, ptrdiff_t n) {
+static void run_inner(int simd, int op, int dtype, const char *a, ptrdiff_t sa, const char *b, ptrdiff_t sb, char *o,
+                      ptrdiff_t so, ptrdiff_t n) {
     int fast = so == 1 && (sa == 0 || sa == 1) && (sb == 0 || sb == 1);
     switch (dtype) {
     case PLAST_F32:
-        if (fast) plast_binary_contig_f32(simd, op, (const float *)a, sa == 0, (const float *)b, sb == 0, (float *)o, n);
+        if (fast)
+            plast_binary_contig_f32(simd, op, (const float *)a, sa == 0, (const float *)b, sb == 0, (float *)o, n);
         else binary_strided_f32(op, (const float *)a, sa, (const float *)b, sb, (float *)o, so, n);
         break;
     case PLAST_F64:
-        if (fast) plast_binary_contig_f64(simd, op, (const double *)a, sa == 0, (const double *)b, sb == 0, (double *)o, n);
+        if (fast)
+            plast_binary_contig_f64(simd, op, (const double *)a, sa == 0, (const double *)b, sb == 0, (double *)o, n);
         else binary_strided_f64(op, (const double *)a, sa, (const double *)b, sb, (double *)o, so, n);
         break;
     case PLAST_I64:
@@ -188,8 +202,10 @@ static void run_inner(int simd, int op, int dtype, const char *a, ptrdiff_t sa, 
 static ptrdiff_t dtype_size(int dtype) {
     switch (dtype) {
     case PLAST_BOOL: return 1;
-    case PLAST_I32: case PLAST_F32: return 4;
-    case PLAST_I64: case PLAST_F64: return 8;
+    case PLAST_I32:
+    case PLAST_F32: return 4;
+    case PLAST_I64:
+    case PLAST_F64: return 8;
     }
     return 0;
 }
@@ -227,11 +243,10 @@ static inline void bin_task(const bin_job *j, ptrdiff_t t) {
               j->out + oo * j->es, j->so[nd - 1], len);
 }
 
-int plast_binary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape,
-                    const char *a, const ptrdiff_t *a_strides, const char *b, const ptrdiff_t *b_strides,
-                    char *out, const ptrdiff_t *out_strides) {
-    if (op < 0 || op >= PLAST_BIN_COUNT || dtype < PLAST_I32 || dtype > PLAST_F64 || ndim > PLAST_MAX_NDIM)
-        return -1;
+int plast_binary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape, const char *a,
+                    const ptrdiff_t *a_strides, const char *b, const ptrdiff_t *b_strides, char *out,
+                    const ptrdiff_t *out_strides) {
+    if (op < 0 || op >= PLAST_BIN_COUNT || dtype < PLAST_I32 || dtype > PLAST_F64 || ndim > PLAST_MAX_NDIM) return -1;
     /* integer division by zero traps in C: the op layer sends integer `/` to floats and `//` elsewhere */
     if (op == PLAST_BIN_DIV && (dtype == PLAST_I32 || dtype == PLAST_I64)) return -1;
     ptrdiff_t sh[PLAST_MAX_NDIM], sa[PLAST_MAX_NDIM], sb[PLAST_MAX_NDIM], so[PLAST_MAX_NDIM];
@@ -255,7 +270,9 @@ int plast_binary_nd(int simd, int nthreads, int op, int dtype, int ndim, const p
         nd++;
     }
     if (nd == 0) { /* a single element */
-        sh[0] = 1; sa[0] = sb[0] = so[0] = 0; nd = 1;
+        sh[0] = 1;
+        sa[0] = sb[0] = so[0] = 0;
+        nd = 1;
     }
     ptrdiff_t es = dtype_size(dtype);
     ptrdiff_t inner = sh[nd - 1];

@@ -33,61 +33,77 @@ int plast_fused_check(const int32_t *prog, int ninstr, int nin, int nout) {
 
 /* One tile: m elements; ip[k] / op[k] point at the tile's first element of input / output k, with inner
  * strides is[k] / os[k]. regs: this thread's register file. */
-#define TILE_FN(T, SUF, BINFN, UNFN)                                                                        \
-    static void tile_##SUF(int simd, const int32_t *prog, int ninstr, ptrdiff_t m, const char *const *ip,   \
-                           const ptrdiff_t *is, char *const *op, const ptrdiff_t *os, T *regs) {            \
-        const T *ptr[PLAST_FX_MAX_REGS];                                                                    \
-        int scal[PLAST_FX_MAX_REGS];                                                                        \
-        T val[PLAST_FX_MAX_REGS];                                                                           \
-        const ptrdiff_t cap = TILE_BYTES / (ptrdiff_t)sizeof(T);                                            \
-        for (int i = 0; i < ninstr; i++) {                                                                  \
-            const int32_t *in = prog + 4 * i;                                                               \
-            int o = in[0], d = in[1], a = in[2], b = in[3];                                                 \
-            T *own = regs + (ptrdiff_t)d * cap;                                                             \
-            if (o == PLAST_FX_LOAD) {                                                                       \
-                const T *src = (const T *)ip[a];                                                            \
-                if (is[a] == 0) { val[d] = src[0]; ptr[d] = &val[d]; scal[d] = 1; }                         \
-                else if (is[a] == 1) { ptr[d] = src; scal[d] = 0; }                                         \
-                else {                                                                                      \
-                    for (ptrdiff_t j = 0; j < m; j++) own[j] = src[j * is[a]];                              \
-                    ptr[d] = own; scal[d] = 0;                                                              \
-                }                                                                                           \
-            } else if (o == PLAST_FX_CONST) {                                                               \
-                uint64_t bits = (uint64_t)(uint32_t)a | ((uint64_t)(uint32_t)b << 32);                      \
-                double v;                                                                                   \
-                memcpy(&v, &bits, 8);                                                                       \
-                val[d] = (T)v; ptr[d] = &val[d]; scal[d] = 1;                                               \
-            } else if (o == PLAST_FX_STORE) {                                                               \
-                T *dst = (T *)op[d];                                                                        \
-                const T *src = ptr[a];                                                                      \
-                ptrdiff_t s = os[d];                                                                        \
-                if (scal[a]) for (ptrdiff_t j = 0; j < m; j++) dst[j * s] = src[0];                         \
-                else if (s == 1) memcpy(dst, src, (size_t)m * sizeof(T));                                   \
-                else for (ptrdiff_t j = 0; j < m; j++) dst[j * s] = src[j];                                 \
-            } else if (o < PLAST_FX_UNARY) {                                                                \
-                if (scal[a] && scal[b]) {                                                                   \
-                    T r;                                                                                    \
-                    BINFN(simd, o - PLAST_FX_ADD, ptr[a], 1, ptr[b], 1, &r, 1);                             \
-                    val[d] = r; ptr[d] = &val[d]; scal[d] = 1;                                              \
-                } else {                                                                                    \
-                    BINFN(simd, o - PLAST_FX_ADD, ptr[a], scal[a], ptr[b], scal[b], own, m);                \
-                    ptr[d] = own; scal[d] = 0;                                                              \
-                }                                                                                           \
-            } else {                                                                                        \
-                if (scal[a]) {                                                                              \
-                    T r;                                                                                    \
-                    UNFN(o - PLAST_FX_UNARY, ptr[a], &r, 1);                                                \
-                    val[d] = r; ptr[d] = &val[d]; scal[d] = 1;                                              \
-                } else {                                                                                    \
-                    UNFN(o - PLAST_FX_UNARY, ptr[a], own, m);                                               \
-                    ptr[d] = own; scal[d] = 0;                                                              \
-                }                                                                                           \
-            }                                                                                               \
-        }                                                                                                   \
+#define TILE_FN(T, SUF, BINFN, UNFN)                                                                                   \
+    static void tile_##SUF(int simd, const int32_t *prog, int ninstr, ptrdiff_t m, const char *const *ip,              \
+                           const ptrdiff_t *is, char *const *op, const ptrdiff_t *os, T *regs) {                       \
+        const T *ptr[PLAST_FX_MAX_REGS];                                                                               \
+        int scal[PLAST_FX_MAX_REGS];                                                                                   \
+        T val[PLAST_FX_MAX_REGS];                                                                                      \
+        const ptrdiff_t cap = TILE_BYTES / (ptrdiff_t)sizeof(T);                                                       \
+        for (int i = 0; i < ninstr; i++) {                                                                             \
+            const int32_t *in = prog + 4 * i;                                                                          \
+            int o = in[0], d = in[1], a = in[2], b = in[3];                                                            \
+            T *own = regs + (ptrdiff_t)d * cap;                                                                        \
+            if (o == PLAST_FX_LOAD) {                                                                                  \
+                const T *src = (const T *)ip[a];                                                                       \
+                if (is[a] == 0) {                                                                                      \
+                    val[d] = src[0];                                                                                   \
+                    ptr[d] = &val[d];                                                                                  \
+                    scal[d] = 1;                                                                                       \
+                } else if (is[a] == 1) {                                                                               \
+                    ptr[d] = src;                                                                                      \
+                    scal[d] = 0;                                                                                       \
+                } else {                                                                                               \
+                    for (ptrdiff_t j = 0; j < m; j++) own[j] = src[j * is[a]];                                         \
+                    ptr[d] = own;                                                                                      \
+                    scal[d] = 0;                                                                                       \
+                }                                                                                                      \
+            } else if (o == PLAST_FX_CONST) {                                                                          \
+                uint64_t bits = (uint64_t)(uint32_t)a | ((uint64_t)(uint32_t)b << 32);                                 \
+                double v;                                                                                              \
+                memcpy(&v, &bits, 8);                                                                                  \
+                val[d] = (T)v;                                                                                         \
+                ptr[d] = &val[d];                                                                                      \
+                scal[d] = 1;                                                                                           \
+            } else if (o == PLAST_FX_STORE) {                                                                          \
+                T *dst = (T *)op[d];                                                                                   \
+                const T *src = ptr[a];                                                                                 \
+                ptrdiff_t s = os[d];                                                                                   \
+                if (scal[a])                                                                                           \
+                    for (ptrdiff_t j = 0; j < m; j++) dst[j * s] = src[0];                                             \
+                else if (s == 1) memcpy(dst, src, (size_t)m * sizeof(T));                                              \
+                else                                                                                                   \
+                    for (ptrdiff_t j = 0; j < m; j++) dst[j * s] = src[j];                                             \
+            } else if (o < PLAST_FX_UNARY) {                                                                           \
+                if (scal[a] && scal[b]) {                                                                              \
+                    T r;                                                                                               \
+                    BINFN(simd, o - PLAST_FX_ADD, ptr[a], 1, ptr[b], 1, &r, 1);                                        \
+                    val[d] = r;                                                                                        \
+                    ptr[d] = &val[d];                                                                                  \
+                    scal[d] = 1;                                                                                       \
+                } else {                                                                                               \
+                    BINFN(simd, o - PLAST_FX_ADD, ptr[a], scal[a], ptr[b], scal[b], own, m);                           \
+                    ptr[d] = own;                                                                                      \
+                    scal[d] = 0;                                                                                       \
+                }                                                                                                      \
+            } else {                                                                                                   \
+                if (scal[a]) {                                                                                         \
+                    T r;                                                                                               \
+                    UNFN(o - PLAST_FX_UNARY, ptr[a], &r, 1);                                                           \
+                    val[d] = r;                                                                                        \
+                    ptr[d] = &val[d];                                                                                  \
+                    scal[d] = 1;                                                                                       \
+                } else {                                                                                               \
+                    UNFN(o - PLAST_FX_UNARY, ptr[a], own, m);                                                          \
+                    ptr[d] = own;                                                                                      \
+                    scal[d] = 0;                                                                                       \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 
-#define UN_F32(op, x, y, n) plast_unary_contig_f32(simd, op, x, y, n)
-#define UN_F64(op, x, y, n) plast_unary_contig_f64(op, x, y, n)
+#define UN_F32(op, x, y, n)                     plast_unary_contig_f32(simd, op, x, y, n)
+#define UN_F64(op, x, y, n)                     plast_unary_contig_f64(op, x, y, n)
 #define BIN_F64(simd, op, a, ab, b, bb, out, n) plast_binary_contig_f64(simd, op, a, ab, b, bb, out, n)
 TILE_FN(float, f32, plast_binary_contig_f32, UN_F32)
 TILE_FN(double, f64, BIN_F64, UN_F64)

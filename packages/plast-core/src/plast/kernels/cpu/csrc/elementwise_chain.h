@@ -20,7 +20,7 @@
 #include "plast_simd.h"
 
 #define PLAST_FX_MAX_REGS 16
-#define PLAST_FX_MAX_IO 16
+#define PLAST_FX_MAX_IO   16
 
 enum { PLAST_FX_LOAD = 0, PLAST_FX_CONST = 1, PLAST_FX_STORE = 2, PLAST_FX_ADD = 8, PLAST_FX_UNARY = 32 };
 

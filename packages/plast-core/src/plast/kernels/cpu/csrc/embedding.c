@@ -6,8 +6,8 @@
 
 /* float32 bodies at every level (vec_levels.h), then float64 ones (vec_levels_f64.h) */
 #define PLAST_VEC_BODY "embedding_simd.h"
-#define VT float
-#define VT_F64 0
+#define VT             float
+#define VT_F64         0
 #include "vec_levels.h"
 #undef VT
 #define VT double
@@ -48,8 +48,8 @@ int plast_embedding_fwd(int nthreads, ptrdiff_t nids, const int64_t *ids64, cons
 }
 
 /* Thread tid of T's slice of the columns: out[ids[r], slice] += g[r, slice] for every r. */
-static void emb_bw_slice(int simd, int dtype, ptrdiff_t nids, const int64_t *ids64, const int32_t *ids32,
-                         ptrdiff_t dim, const char *g, ptrdiff_t g_row, char *out, int tid, int T) {
+static void emb_bw_slice(int simd, int dtype, ptrdiff_t nids, const int64_t *ids64, const int32_t *ids32, ptrdiff_t dim,
+                         const char *g, ptrdiff_t g_row, char *out, int tid, int T) {
     /* slice boundaries rounded to 16 elements so each slice starts on its own cache line */
     ptrdiff_t c0 = (dim * tid / T) & ~(ptrdiff_t)15, c1 = tid == T - 1 ? dim : (dim * (tid + 1) / T) & ~(ptrdiff_t)15;
     ptrdiff_t len = c1 - c0;
@@ -59,15 +59,14 @@ static void emb_bw_slice(int simd, int dtype, ptrdiff_t nids, const int64_t *ids
             if (dtype == 3)
                 PLAST_VEC_DISPATCH(emb_add, (float *)out + id * dim + c0, (const float *)g + r * g_row + c0, len);
             else
-                PLAST_VEC_DISPATCH(emb_add_f64, (double *)out + id * dim + c0, (const double *)g + r * g_row + c0,
-                                   len);
+                PLAST_VEC_DISPATCH(emb_add_f64, (double *)out + id * dim + c0, (const double *)g + r * g_row + c0, len);
         }
     }
 }
 
-int plast_embedding_bw(int simd, int nthreads, int dtype, ptrdiff_t nids, const int64_t *ids64,
-                       const int32_t *ids32, ptrdiff_t num, ptrdiff_t dim, const char *g, ptrdiff_t g_row, char *out,
-                       int64_t padding_idx, int64_t *bad) {
+int plast_embedding_bw(int simd, int nthreads, int dtype, ptrdiff_t nids, const int64_t *ids64, const int32_t *ids32,
+                       ptrdiff_t num, ptrdiff_t dim, const char *g, ptrdiff_t g_row, char *out, int64_t padding_idx,
+                       int64_t *bad) {
     if (dtype != 3 && dtype != 4) return -1;
     int rc = check_ids(nids, ids64, ids32, num, bad);
     if (rc) return rc;

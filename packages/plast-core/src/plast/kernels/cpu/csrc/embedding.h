@@ -21,8 +21,8 @@ int plast_embedding_fwd(int nthreads, ptrdiff_t nids, const int64_t *ids64, cons
                         int zero_padding, int64_t *bad);
 /* out (num, dim), contiguous, = sum over r of g[r, :] into row ids[r]; the padding_idx row (if >= 0) stays 0.
  * dtype: 3 (float32) or 4 (float64); g rows are g_row elements apart. */
-int plast_embedding_bw(int simd, int nthreads, int dtype, ptrdiff_t nids, const int64_t *ids64,
-                       const int32_t *ids32, ptrdiff_t num, ptrdiff_t dim, const char *g, ptrdiff_t g_row, char *out,
-                       int64_t padding_idx, int64_t *bad);
+int plast_embedding_bw(int simd, int nthreads, int dtype, ptrdiff_t nids, const int64_t *ids64, const int32_t *ids32,
+                       ptrdiff_t num, ptrdiff_t dim, const char *g, ptrdiff_t g_row, char *out, int64_t padding_idx,
+                       int64_t *bad);
 
 #endif

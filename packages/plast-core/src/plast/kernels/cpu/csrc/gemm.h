@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define PLAST_GEMM_OK 0
+#define PLAST_GEMM_OK     0
 #define PLAST_GEMM_ENOMEM 1
 
 #include "codes.h" /* PLAST_ACT_*: the epilogue's activations (plast/_core/codes.h) */
@@ -48,24 +48,24 @@ typedef struct plast_gemm_epilogue {
     ptrdiff_t residual_bstride; /* batched entry points: elements between batches' residuals (0 = shared) */
 } plast_gemm_epilogue;
 
-int plast_gemm_f32(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t M, ptrdiff_t N, ptrdiff_t K,
-                   float alpha, const float *A, ptrdiff_t lda, const float *B, ptrdiff_t ldb, float beta, float *C,
-                   ptrdiff_t ldc, const plast_gemm_epilogue *ep);
+int plast_gemm_f32(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t M, ptrdiff_t N, ptrdiff_t K, float alpha,
+                   const float *A, ptrdiff_t lda, const float *B, ptrdiff_t ldb, float beta, float *C, ptrdiff_t ldc,
+                   const plast_gemm_epilogue *ep);
 
 int plast_gemm_f64(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t M, ptrdiff_t N, ptrdiff_t K,
-                   double alpha, const double *A, ptrdiff_t lda, const double *B, ptrdiff_t ldb, double beta,
-                   double *C, ptrdiff_t ldc, const plast_gemm_epilogue *ep);
+                   double alpha, const double *A, ptrdiff_t lda, const double *B, ptrdiff_t ldb, double beta, double *C,
+                   ptrdiff_t ldc, const plast_gemm_epilogue *ep);
 
 /* batch independent products. stride_a / stride_b are elements between consecutive batches' operands; 0
  * broadcasts one operand to every batch. stride_c must separate the outputs (no two batches may write the same
  * element). The epilogue's biases are shared by all batches; the residual steps by ep->residual_bstride. */
-int plast_gemm_batched_f32(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t batch, ptrdiff_t M,
-                           ptrdiff_t N, ptrdiff_t K, float alpha, const float *A, ptrdiff_t lda, ptrdiff_t stride_a,
-                           const float *B, ptrdiff_t ldb, ptrdiff_t stride_b, float beta, float *C, ptrdiff_t ldc,
-                           ptrdiff_t stride_c, const plast_gemm_epilogue *ep);
+int plast_gemm_batched_f32(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t batch, ptrdiff_t M, ptrdiff_t N,
+                           ptrdiff_t K, float alpha, const float *A, ptrdiff_t lda, ptrdiff_t stride_a, const float *B,
+                           ptrdiff_t ldb, ptrdiff_t stride_b, float beta, float *C, ptrdiff_t ldc, ptrdiff_t stride_c,
+                           const plast_gemm_epilogue *ep);
 
-int plast_gemm_batched_f64(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t batch, ptrdiff_t M,
-                           ptrdiff_t N, ptrdiff_t K, double alpha, const double *A, ptrdiff_t lda, ptrdiff_t stride_a,
+int plast_gemm_batched_f64(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t batch, ptrdiff_t M, ptrdiff_t N,
+                           ptrdiff_t K, double alpha, const double *A, ptrdiff_t lda, ptrdiff_t stride_a,
                            const double *B, ptrdiff_t ldb, ptrdiff_t stride_b, double beta, double *C, ptrdiff_t ldc,
                            ptrdiff_t stride_c, const plast_gemm_epilogue *ep);
 

@@ -2,10 +2,10 @@
  * element type. Included by gemm.c with DT (element type) and DS (f32 / f64) defined. */
 
 #define DCAT_(a, b) a##_##b
-#define DCAT(a, b) DCAT_(a, b)
-#define DNAME(x) DCAT(x, DS)
-#define DEP DCAT(gemm_ep, DS)
-#define DKERNELS DCAT(gemm_kernels, DS)
+#define DCAT(a, b)  DCAT_(a, b)
+#define DNAME(x)    DCAT(x, DS)
+#define DEP         DCAT(gemm_ep, DS)
+#define DKERNELS    DCAT(gemm_kernels, DS)
 
 #ifndef DOT_ROWS_MAX_M
 #define DOT_ROWS_MAX_M 4 /* up to this many rows of op(A), a transposed B is read in place (dot_rows) */
@@ -97,8 +97,8 @@ static int DNAME(serial)(const DKERNELS *kr, int ta, int tb, ptrdiff_t M, ptrdif
 
 /* Split an M x N problem over p threads as a tm x tn grid of whole micro-tiles, minimising what the threads
  * pack in total (each packs its rows of A and its columns of B). Returns thread t's rectangle. */
-static void DNAME(partition)(const DKERNELS *kr, int p, int t, ptrdiff_t M, ptrdiff_t N, ptrdiff_t *i0,
-                             ptrdiff_t *m, ptrdiff_t *j0, ptrdiff_t *n) {
+static void DNAME(partition)(const DKERNELS *kr, int p, int t, ptrdiff_t M, ptrdiff_t N, ptrdiff_t *i0, ptrdiff_t *m,
+                             ptrdiff_t *j0, ptrdiff_t *n) {
     const ptrdiff_t mt = gemm_cdiv(M, kr->mr), nt = gemm_cdiv(N, kr->nr);
     int best_tm = 1;
     double best = -1;
@@ -136,9 +136,9 @@ static int DNAME(threads_for)(const DKERNELS *kr, int nthreads, ptrdiff_t M, ptr
     return want < nthreads ? (int)want : nthreads;
 }
 
-static int DNAME(gemm_impl)(const DKERNELS *kr, int nthreads, int ta, int tb, ptrdiff_t M, ptrdiff_t N,
-                            ptrdiff_t K, DT alpha, const DT *A, ptrdiff_t lda, const DT *B, ptrdiff_t ldb, DT beta,
-                            DT *C, ptrdiff_t ldc, const DEP *e) {
+static int DNAME(gemm_impl)(const DKERNELS *kr, int nthreads, int ta, int tb, ptrdiff_t M, ptrdiff_t N, ptrdiff_t K,
+                            DT alpha, const DT *A, ptrdiff_t lda, const DT *B, ptrdiff_t ldb, DT beta, DT *C,
+                            ptrdiff_t ldc, const DEP *e) {
     if (M <= 0 || N <= 0) return PLAST_GEMM_OK;
     if (K <= 0 || alpha == (DT)0) {
         kr->scale_ep(M, N, beta, C, ldc, e);
@@ -174,8 +174,8 @@ int DCAT(plast_gemm, DS)(int simd, int nthreads, int trans_a, int trans_b, ptrdi
                          ptrdiff_t ldc, const plast_gemm_epilogue *ep) {
     DEP e = {0};
     if (ep) DNAME(ep_from_public)(&e, ep);
-    return DNAME(gemm_impl)(DNAME(kernels_for)(simd), nthreads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
-                            beta, C, ldc, ep ? &e : NULL);
+    return DNAME(gemm_impl)(DNAME(kernels_for)(simd), nthreads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
+                            C, ldc, ep ? &e : NULL);
 }
 
 int DCAT(plast_gemm_batched, DS)(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t batch, ptrdiff_t M,
@@ -191,16 +191,16 @@ int DCAT(plast_gemm_batched, DS)(int simd, int nthreads, int trans_a, int trans_
     /* A stack of row-major A's times one shared B is one tall product: fold the batch into M. */
     if (batch > 1 && stride_b == 0 && !trans_a && stride_a == M * lda && stride_c == M * ldc &&
         (!ep || (!ep->bias_row && (!ep->residual || rstride == M * e.ldr))))
-        return DNAME(gemm_impl)(kr, nthreads, trans_a, trans_b, batch * M, N, K, alpha, A, lda, B, ldb, beta, C,
-                                ldc, ep ? &e : NULL);
+        return DNAME(gemm_impl)(kr, nthreads, trans_a, trans_b, batch * M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                                ep ? &e : NULL);
 
     const double flops = 2.0 * (double)M * (double)N * (double)K;
     int nt = PLAST_HAVE_OPENMP ? nthreads : 1;
     if (nt > batch) nt = (int)batch;
     if (nt > 1 && flops * (double)batch < 2 * GEMM_FLOPS_PER_THREAD) nt = 1;
     /* Big products, or too few of them to share evenly, use all threads each, one after another. */
-    const int per_product = nt <= 1 || (batch % nt != 0 && batch < 4 * nt &&
-                                        DNAME(threads_for)(kr, nthreads, M, N, K) >= nthreads);
+    const int per_product =
+        nt <= 1 || (batch % nt != 0 && batch < 4 * nt && DNAME(threads_for)(kr, nthreads, M, N, K) >= nthreads);
     if (per_product) {
         for (ptrdiff_t b = 0; b < batch; b++) {
             DEP eb = e;
@@ -219,8 +219,8 @@ int DCAT(plast_gemm_batched, DS)(int simd, int nthreads, int trans_a, int trans_
     for (ptrdiff_t b = 0; b < batch; b++) {
         DEP eb = e;
         if (ep && eb.res) eb.res += b * rstride;
-        err |= DNAME(gemm_impl)(kr, 1, trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b,
-                                ldb, beta, C + b * stride_c, ldc, ep ? &eb : NULL);
+        err |= DNAME(gemm_impl)(kr, 1, trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb,
+                                beta, C + b * stride_c, ldc, ep ? &eb : NULL);
     }
     return err ? PLAST_GEMM_ENOMEM : PLAST_GEMM_OK;
 }

@@ -25,11 +25,11 @@
  */
 
 #define GCAT_(a, b) a##_##b
-#define GCAT(a, b) GCAT_(a, b)
-#define GNAME(x) GCAT(x, GSFX)
-#define GEP GCAT(gemm_ep, GS)
-#define GKERNELS GCAT(gemm_kernels, GS)
-#define GNR (2 * GVL)
+#define GCAT(a, b)  GCAT_(a, b)
+#define GNAME(x)    GCAT(x, GSFX)
+#define GEP         GCAT(gemm_ep, GS)
+#define GKERNELS    GCAT(gemm_kernels, GS)
+#define GNR         (2 * GVL)
 
 #ifndef PLAST_GEMM_MIN
 #define PLAST_GEMM_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -41,9 +41,8 @@
  * arrays live in registers and the loops unroll completely. */
 
 GTARGET PLAST_INLINE void GNAME(ukr_body)(const int mr, const int nv, const int bmask, ptrdiff_t kc,
-                                          const GT *restrict pa, const GT *restrict pb, ptrdiff_t rs_b,
-                                          GMASK mlast, int cpartial, GT alpha, GT beta, GT *restrict C,
-                                          ptrdiff_t ldc) {
+                                          const GT *restrict pa, const GT *restrict pb, ptrdiff_t rs_b, GMASK mlast,
+                                          int cpartial, GT alpha, GT beta, GT *restrict C, ptrdiff_t ldc) {
     GV acc[GMR][2];
 #pragma GCC unroll 16
     for (int i = 0; i < GMR; i++) {
@@ -59,22 +58,21 @@ GTARGET PLAST_INLINE void GNAME(ukr_body)(const int mr, const int nv, const int 
         }
     }
 
-#define GUKR_STEP(P, Q)                                                                                        \
-    do {                                                                                                       \
-        GV b0, b1 = G_ZERO();                                                                                  \
-        if (nv == 1)                                                                                           \
-            b0 = bmask ? G_LOADM((Q), mlast) : G_LOAD(Q);                                                      \
-        else {                                                                                                 \
-            b0 = G_LOAD(Q);                                                                                    \
-            b1 = bmask ? G_LOADM((Q) + GVL, mlast) : G_LOAD((Q) + GVL);                                        \
-        }                                                                                                      \
-        _Pragma("GCC unroll 16") for (int i = 0; i < GMR; i++) {                                               \
-            if (i < mr) {                                                                                      \
-                GV a = G_SET1((P)[i]);                                                                         \
-                acc[i][0] = G_FMA(a, b0, acc[i][0]);                                                           \
-                if (nv == 2) acc[i][1] = G_FMA(a, b1, acc[i][1]);                                              \
-            }                                                                                                  \
-        }                                                                                                      \
+#define GUKR_STEP(P, Q)                                                                                                \
+    do {                                                                                                               \
+        GV b0, b1 = G_ZERO();                                                                                          \
+        if (nv == 1) b0 = bmask ? G_LOADM((Q), mlast) : G_LOAD(Q);                                                     \
+        else {                                                                                                         \
+            b0 = G_LOAD(Q);                                                                                            \
+            b1 = bmask ? G_LOADM((Q) + GVL, mlast) : G_LOAD((Q) + GVL);                                                \
+        }                                                                                                              \
+        _Pragma("GCC unroll 16") for (int i = 0; i < GMR; i++) {                                                       \
+            if (i < mr) {                                                                                              \
+                GV a = G_SET1((P)[i]);                                                                                 \
+                acc[i][0] = G_FMA(a, b0, acc[i][0]);                                                                   \
+                if (nv == 2) acc[i][1] = G_FMA(a, b1, acc[i][1]);                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
     } while (0)
 
     ptrdiff_t k = 0;
@@ -132,21 +130,19 @@ GTARGET PLAST_INLINE void GNAME(ukr_body)(const int mr, const int nv, const int 
 
 typedef void (*GNAME(ukr_fn))(ptrdiff_t, const GT *, const GT *, ptrdiff_t, GMASK, int, GT, GT, GT *, ptrdiff_t);
 
-#define GUKR_DEF1(M, NV, BM)                                                                                   \
-    GTARGET static void GNAME(ukr_##M##_##NV##_##BM)(ptrdiff_t kc, const GT *pa, const GT *pb, ptrdiff_t rs_b, \
-                                                     GMASK mlast, int cpartial, GT alpha, GT beta, GT *C,      \
-                                                     ptrdiff_t ldc) {                                          \
-        GNAME(ukr_body)(M, NV, BM, kc, pa, pb, rs_b, mlast, cpartial, alpha, beta, C, ldc);                    \
+#define GUKR_DEF1(M, NV, BM)                                                                                           \
+    GTARGET static void GNAME(ukr_##M##_##NV##_##BM)(ptrdiff_t kc, const GT *pa, const GT *pb, ptrdiff_t rs_b,         \
+                                                     GMASK mlast, int cpartial, GT alpha, GT beta, GT *C,              \
+                                                     ptrdiff_t ldc) {                                                  \
+        GNAME(ukr_body)(M, NV, BM, kc, pa, pb, rs_b, mlast, cpartial, alpha, beta, C, ldc);                            \
     }
 #define GUKR_DEF(M) GUKR_DEF1(M, 1, 0) GUKR_DEF1(M, 1, 1) GUKR_DEF1(M, 2, 0) GUKR_DEF1(M, 2, 1)
 GMR_LIST(GUKR_DEF)
 #undef GUKR_DEF
 #undef GUKR_DEF1
 
-#define GUKR_ENTRY(M)                                                                                          \
-    [M] = {{0, 0},                                                                                             \
-           {GNAME(ukr_##M##_1_0), GNAME(ukr_##M##_1_1)},                                                       \
-           {GNAME(ukr_##M##_2_0), GNAME(ukr_##M##_2_1)}},
+#define GUKR_ENTRY(M)                                                                                                  \
+    [M] = {{0, 0}, {GNAME(ukr_##M##_1_0), GNAME(ukr_##M##_1_1)}, {GNAME(ukr_##M##_2_0), GNAME(ukr_##M##_2_1)}},
 static const GNAME(ukr_fn) GNAME(ukr_tab)[GMR + 1][3][2] = {GMR_LIST(GUKR_ENTRY)};
 #undef GUKR_ENTRY
 
@@ -155,18 +151,16 @@ static const GNAME(ukr_fn) GNAME(ukr_tab)[GMR + 1][3][2] = {GMR_LIST(GUKR_ENTRY)
 
 GTARGET static inline GT GNAME(act1)(GT x, int act) {
     switch (act) {
-        case PLAST_ACT_RELU:
-            return x < (GT)0 ? (GT)0 : x;
-        case PLAST_ACT_GELU_TANH: {
-            /* 0.5 x (1 + tanh(u)) == x / (1 + exp(-2u)): no cancellation for negative x. */
-            GT u = (GT)0.7978845608028654 * (x + (GT)0.044715 * x * x * x);
-            return x / ((GT)1 + GCAT(gemm_exp, GS)(-(GT)2 * u));
-        }
-        case PLAST_ACT_GELU_ERF:
-            /* 1 + erf(z) == erfc(-z), accurate where erf(z) is close to -1. */
-            return (GT)0.5 * x * GCAT(gemm_erfc, GS)(-x * (GT)0.7071067811865476);
-        default:
-            return x;
+    case PLAST_ACT_RELU: return x < (GT)0 ? (GT)0 : x;
+    case PLAST_ACT_GELU_TANH: {
+        /* 0.5 x (1 + tanh(u)) == x / (1 + exp(-2u)): no cancellation for negative x. */
+        GT u = (GT)0.7978845608028654 * (x + (GT)0.044715 * x * x * x);
+        return x / ((GT)1 + GCAT(gemm_exp, GS)(-(GT)2 * u));
+    }
+    case PLAST_ACT_GELU_ERF:
+        /* 1 + erf(z) == erfc(-z), accurate where erf(z) is close to -1. */
+        return (GT)0.5 * x * GCAT(gemm_erfc, GS)(-x * (GT)0.7071067811865476);
+    default: return x;
     }
 }
 
@@ -207,22 +201,20 @@ GTARGET PLAST_INLINE GV GNAME(verfc_pos)(GV z) {
 
 GTARGET PLAST_INLINE GV GNAME(vact)(GV x, int act) {
     switch (act) {
-        case PLAST_ACT_RELU:
-            return G_RELU(x);
-        case PLAST_ACT_GELU_TANH: {
-            GV x2 = G_MUL(x, x);
-            GV u = G_MUL(G_MUL(x, G_SET1(0.7978845608028654f)), G_FMA(x2, G_SET1(0.044715f), G_SET1(1.0f)));
-            GV e = GNAME(vexp)(G_MUL(u, G_SET1(-2.0f)));
-            return G_DIV(x, G_ADD(G_SET1(1.0f), e));
-        }
-        case PLAST_ACT_GELU_ERF: {
-            GV z = G_MUL(G_ABS(x), G_SET1(0.7071067811865476f));
-            GV ec = GNAME(verfc_pos)(z); /* erfc(|x|/sqrt2) */
-            GV onep = G_SELNEG(x, ec, G_SUB(G_SET1(2.0f), ec)); /* 1 + erf(x/sqrt2) */
-            return G_MUL(G_MUL(G_SET1(0.5f), x), onep);
-        }
-        default:
-            return x;
+    case PLAST_ACT_RELU: return G_RELU(x);
+    case PLAST_ACT_GELU_TANH: {
+        GV x2 = G_MUL(x, x);
+        GV u = G_MUL(G_MUL(x, G_SET1(0.7978845608028654f)), G_FMA(x2, G_SET1(0.044715f), G_SET1(1.0f)));
+        GV e = GNAME(vexp)(G_MUL(u, G_SET1(-2.0f)));
+        return G_DIV(x, G_ADD(G_SET1(1.0f), e));
+    }
+    case PLAST_ACT_GELU_ERF: {
+        GV z = G_MUL(G_ABS(x), G_SET1(0.7071067811865476f));
+        GV ec = GNAME(verfc_pos)(z);                        /* erfc(|x|/sqrt2) */
+        GV onep = G_SELNEG(x, ec, G_SUB(G_SET1(2.0f), ec)); /* 1 + erf(x/sqrt2) */
+        return G_MUL(G_MUL(G_SET1(0.5f), x), onep);
+    }
+    default: return x;
     }
 }
 #endif
@@ -248,10 +240,8 @@ GTARGET static void GNAME(ep_tile)(ptrdiff_t m, ptrdiff_t n, GT *C, ptrdiff_t ld
             x = G_ADD(x, vbr);
             x = GNAME(vact)(x, act);
             if (r) x = G_ADD(x, full ? G_LOAD(r + j) : G_LOADM(r + j, msk));
-            if (full)
-                G_STORE(c + j, x);
-            else
-                G_STOREM(c + j, msk, x);
+            if (full) G_STORE(c + j, x);
+            else G_STOREM(c + j, msk, x);
         }
 #else
         for (ptrdiff_t j = 0; j < n; j++) {
@@ -269,8 +259,8 @@ GTARGET static void GNAME(ep_tile)(ptrdiff_t m, ptrdiff_t n, GT *C, ptrdiff_t ld
 /* Packing. */
 
 /* dst[kk*ds + i] = src[kk*ss + i] for i < m, 0 for m <= i < ds (ds <= GNR). */
-GTARGET static void GNAME(pack_copy)(const GT *restrict src, ptrdiff_t ss, ptrdiff_t m, ptrdiff_t k,
-                                     GT *restrict dst, const int ds) {
+GTARGET static void GNAME(pack_copy)(const GT *restrict src, ptrdiff_t ss, ptrdiff_t m, ptrdiff_t k, GT *restrict dst,
+                                     const int ds) {
     if (m == ds && ds == GNR) {
         for (ptrdiff_t kk = 0; kk < k; kk++) {
             GV x0 = G_LOAD(src + kk * ss), x1 = G_LOAD(src + kk * ss + GVL);
@@ -285,10 +275,8 @@ GTARGET static void GNAME(pack_copy)(const GT *restrict src, ptrdiff_t ss, ptrdi
         const GMASK ms = G_MASK(nsrc > 0 ? (int)nsrc : 1), md = G_MASK(ndst);
         for (ptrdiff_t kk = 0; kk < k; kk++) {
             GV x = nsrc == GVL ? G_LOAD(src + kk * ss + v) : nsrc > 0 ? G_LOADM(src + kk * ss + v, ms) : G_ZERO();
-            if (ndst == GVL)
-                G_STORE(dst + kk * ds + v, x);
-            else
-                G_STOREM(dst + kk * ds + v, md, x);
+            if (ndst == GVL) G_STORE(dst + kk * ds + v, x);
+            else G_STOREM(dst + kk * ds + v, md, x);
         }
     }
 }
@@ -330,10 +318,10 @@ GTARGET PLAST_INLINE void GNAME(trbig)(const float *s, ptrdiff_t ss, float *d, p
     }
 }
 #else
-#define GTB 4
+#define GTB         4
 #define GNAME_trbig GNAME(tr4)
 #endif
-#define GTS 4 /* the smaller block */
+#define GTS      4 /* the smaller block */
 #define GTRSMALL GNAME(tr4)
 #elif G_TRANSPOSE
 GTARGET PLAST_INLINE void GNAME(tr2)(const double *s, ptrdiff_t ss, double *d, ptrdiff_t ds) {
@@ -354,10 +342,10 @@ GTARGET PLAST_INLINE void GNAME(trbig)(const double *s, ptrdiff_t ss, double *d,
     _mm256_storeu_pd(d + 3 * ds, _mm256_permute2f128_pd(t1, t3, 0x31));
 }
 #else
-#define GTB 2
+#define GTB         2
 #define GNAME_trbig GNAME(tr2)
 #endif
-#define GTS 2
+#define GTS      2
 #define GTRSMALL GNAME(tr2)
 #endif
 #if G_TRANSPOSE && !defined(GNAME_trbig)
@@ -366,8 +354,8 @@ GTARGET PLAST_INLINE void GNAME(trbig)(const double *s, ptrdiff_t ss, double *d,
 
 /* dst[kk*ds + i] = src[i*ss + kk] for i < m, 0 for m <= i < ds: a transposing pack. The k loop is outside, so
  * each group of GTB destination rows is finished while it is in L1 and the m source rows stream in order. */
-GTARGET static void GNAME(pack_trans)(const GT *restrict src, ptrdiff_t ss, ptrdiff_t m, ptrdiff_t k,
-                                      GT *restrict dst, const int ds) {
+GTARGET static void GNAME(pack_trans)(const GT *restrict src, ptrdiff_t ss, ptrdiff_t m, ptrdiff_t k, GT *restrict dst,
+                                      const int ds) {
     ptrdiff_t kk = 0;
 #if G_TRANSPOSE
     for (; kk + GTB <= k; kk += GTB) {
@@ -394,20 +382,16 @@ GTARGET static void GNAME(pack_trans)(const GT *restrict src, ptrdiff_t ss, ptrd
 GTARGET static void GNAME(pack_a)(int trans_a, const GT *A, ptrdiff_t lda, ptrdiff_t m, ptrdiff_t k, GT *pa) {
     for (ptrdiff_t i = 0; i < m; i += GMR) {
         const ptrdiff_t mr = PLAST_GEMM_MIN((ptrdiff_t)GMR, m - i);
-        if (trans_a)
-            GNAME(pack_copy)(A + i, lda, mr, k, pa + i * k, GMR);
-        else
-            GNAME(pack_trans)(A + i * lda, lda, mr, k, pa + i * k, GMR);
+        if (trans_a) GNAME(pack_copy)(A + i, lda, mr, k, pa + i * k, GMR);
+        else GNAME(pack_trans)(A + i * lda, lda, mr, k, pa + i * k, GMR);
     }
 }
 
 GTARGET static void GNAME(pack_b)(int trans_b, const GT *B, ptrdiff_t ldb, ptrdiff_t k, ptrdiff_t n, GT *pb) {
     for (ptrdiff_t j = 0; j < n; j += GNR) {
         const ptrdiff_t nr = PLAST_GEMM_MIN((ptrdiff_t)GNR, n - j);
-        if (trans_b)
-            GNAME(pack_trans)(B + j * ldb, ldb, nr, k, pb + j * k, GNR);
-        else
-            GNAME(pack_copy)(B + j, ldb, nr, k, pb + j * k, GNR);
+        if (trans_b) GNAME(pack_trans)(B + j * ldb, ldb, nr, k, pb + j * k, GNR);
+        else GNAME(pack_copy)(B + j, ldb, nr, k, pb + j * k, GNR);
     }
 }
 
@@ -427,8 +411,8 @@ GTARGET static void GNAME(macro)(ptrdiff_t m, ptrdiff_t n, ptrdiff_t k, GT alpha
             const int cpartial = last < GVL;
             const GT *pb_j = b_packed ? b + j * k : b + j;
             GT *c = C + i * ldc + j;
-            GNAME(ukr_tab)[mr][nv][!b_packed && cpartial](k, pa_i, pb_j, rs_b, G_MASK(last), cpartial, alpha,
-                                                          beta, c, ldc);
+            GNAME(ukr_tab)
+            [mr][nv][!b_packed && cpartial](k, pa_i, pb_j, rs_b, G_MASK(last), cpartial, alpha, beta, c, ldc);
             if (ep) GNAME(ep_tile)(mr, nr, c, ldc, ep, i, j);
         }
     }

@@ -8,8 +8,8 @@
 
 /* float32 bodies at every level (vec_levels.h), then float64 ones (vec_levels_f64.h) */
 #define PLAST_VEC_BODY "layernorm_simd.h"
-#define VT float
-#define VT_F64 0
+#define VT             float
+#define VT_F64         0
 #include "vec_levels.h"
 #undef VT
 #define VT double
@@ -25,7 +25,7 @@ static int threads_for(int nthreads, ptrdiff_t work, ptrdiff_t tasks) {
     return t < nthreads ? (int)t : nthreads;
 }
 
-#define VT float
+#define VT       float
 #define KN(name) name
 #define PN(name) name##_f32
 #include "layernorm_driver.h"
@@ -33,7 +33,7 @@ static int threads_for(int nthreads, ptrdiff_t work, ptrdiff_t tasks) {
 #undef KN
 #undef PN
 
-#define VT double
+#define VT       double
 #define KN(name) name##_f64
 #define PN(name) name##_f64
 #include "layernorm_driver.h"

@@ -17,14 +17,14 @@
 int plast_layer_norm_f32(int simd, int nthreads, ptrdiff_t rows, ptrdiff_t n, const float *x, ptrdiff_t x_row,
                          const float *w, const float *b, float eps, float *y, float *mean, float *rstd);
 /* gx rows contiguous; gw, gb (n each) always written. w NULL when absent. */
-int plast_layer_norm_bw_f32(int simd, int nthreads, ptrdiff_t rows, ptrdiff_t n, const float *gy,
-                            ptrdiff_t gy_row, const float *x, ptrdiff_t x_row, const float *mean, const float *rstd,
-                            const float *w, float *gx, float *gw, float *gb);
+int plast_layer_norm_bw_f32(int simd, int nthreads, ptrdiff_t rows, ptrdiff_t n, const float *gy, ptrdiff_t gy_row,
+                            const float *x, ptrdiff_t x_row, const float *mean, const float *rstd, const float *w,
+                            float *gx, float *gw, float *gb);
 
 int plast_layer_norm_f64(int simd, int nthreads, ptrdiff_t rows, ptrdiff_t n, const double *x, ptrdiff_t x_row,
                          const double *w, const double *b, double eps, double *y, double *mean, double *rstd);
-int plast_layer_norm_bw_f64(int simd, int nthreads, ptrdiff_t rows, ptrdiff_t n, const double *gy,
-                            ptrdiff_t gy_row, const double *x, ptrdiff_t x_row, const double *mean,
-                            const double *rstd, const double *w, double *gx, double *gw, double *gb);
+int plast_layer_norm_bw_f64(int simd, int nthreads, ptrdiff_t rows, ptrdiff_t n, const double *gy, ptrdiff_t gy_row,
+                            const double *x, ptrdiff_t x_row, const double *mean, const double *rstd, const double *w,
+                            double *gx, double *gw, double *gb);
 
 #endif

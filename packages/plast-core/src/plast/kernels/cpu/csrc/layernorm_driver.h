@@ -3,13 +3,13 @@
  * name_f64) defined. */
 
 /* Row r of the forward. */
-static inline void KN(ln_fwd_task)(int simd, const VT *x, ptrdiff_t x_row, const VT *w, const VT *b, VT eps,
-                                   VT *y, ptrdiff_t n, VT *mean, VT *rstd, ptrdiff_t r) {
+static inline void KN(ln_fwd_task)(int simd, const VT *x, ptrdiff_t x_row, const VT *w, const VT *b, VT eps, VT *y,
+                                   ptrdiff_t n, VT *mean, VT *rstd, ptrdiff_t r) {
     PLAST_VEC_DISPATCH_T(KN(ln_row), x + r * x_row, w, b, eps, y + r * n, n, mean + r, rstd + r);
 }
 
-int PN(plast_layer_norm)(int simd, int nthreads, ptrdiff_t rows, ptrdiff_t n, const VT *x, ptrdiff_t x_row,
-                         const VT *w, const VT *b, VT eps, VT *y, VT *mean, VT *rstd) {
+int PN(plast_layer_norm)(int simd, int nthreads, ptrdiff_t rows, ptrdiff_t n, const VT *x, ptrdiff_t x_row, const VT *w,
+                         const VT *b, VT eps, VT *y, VT *mean, VT *rstd) {
     if (rows == 0) return 0;
     if (n == 0) {
         for (ptrdiff_t r = 0; r < rows; r++) mean[r] = rstd[r] = NAN;
@@ -30,13 +30,13 @@ static void KN(ln_bw_part)(int simd, ptrdiff_t rows, ptrdiff_t n, const VT *gy, 
     ptrdiff_t lo, hi;
     plast_omp_range(rows, tid, T, &lo, &hi);
     for (ptrdiff_t r = lo; r < hi; r++)
-        PLAST_VEC_DISPATCH_T(KN(ln_bw_row), gy + r * gy_row, x + r * x_row, mean[r], rstd[r], w, gx + r * n, gwa,
-                             gba, n);
+        PLAST_VEC_DISPATCH_T(KN(ln_bw_row), gy + r * gy_row, x + r * x_row, mean[r], rstd[r], w, gx + r * n, gwa, gba,
+                             n);
 }
 
-int PN(plast_layer_norm_bw)(int simd, int nthreads, ptrdiff_t rows, ptrdiff_t n, const VT *gy,
-                            ptrdiff_t gy_row, const VT *x, ptrdiff_t x_row, const VT *mean, const VT *rstd,
-                            const VT *w, VT *gx, VT *gw, VT *gb) {
+int PN(plast_layer_norm_bw)(int simd, int nthreads, ptrdiff_t rows, ptrdiff_t n, const VT *gy, ptrdiff_t gy_row,
+                            const VT *x, ptrdiff_t x_row, const VT *mean, const VT *rstd, const VT *w, VT *gx, VT *gw,
+                            VT *gb) {
     memset(gw, 0, (size_t)n * sizeof(VT));
     memset(gb, 0, (size_t)n * sizeof(VT));
     if (rows == 0 || n == 0) return 0;

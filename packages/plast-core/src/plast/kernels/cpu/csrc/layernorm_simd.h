@@ -4,8 +4,8 @@
 #define LN_SSQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
 #endif
 
-VTARGET static void VN(ln_row)(const VT *x, const VT *w, const VT *b, VT eps, VT *y, ptrdiff_t n,
-                               VT *mean_out, VT *rstd_out) {
+VTARGET static void VN(ln_row)(const VT *x, const VT *w, const VT *b, VT eps, VT *y, ptrdiff_t n, VT *mean_out,
+                               VT *rstd_out) {
     vf s = vset1(0.0f);
     ptrdiff_t i = 0;
     for (; i + VW <= n; i += VW) s = vadd(s, vload(x + i));
@@ -39,8 +39,8 @@ VTARGET static void VN(ln_row)(const VT *x, const VT *w, const VT *b, VT eps, VT
 }
 
 /* gx for one row; adds gy * xhat into gw_acc and gy into gb_acc */
-VTARGET static void VN(ln_bw_row)(const VT *gy, const VT *x, VT mean, VT rstd, const VT *w,
-                                  VT *gx, VT *gw_acc, VT *gb_acc, ptrdiff_t n) {
+VTARGET static void VN(ln_bw_row)(const VT *gy, const VT *x, VT mean, VT rstd, const VT *w, VT *gx, VT *gw_acc,
+                                  VT *gb_acc, ptrdiff_t n) {
     vf mv = vset1(mean), rv = vset1(rstd), s1 = vset1(0.0f), s2 = vset1(0.0f);
     ptrdiff_t i = 0;
     for (; i + VW <= n; i += VW) {

@@ -10,18 +10,18 @@
 /* Per-entry mode bits the bodies test (derived from the call's flags and the entry's hyperparameters). */
 enum {
     OPT_M_MAXIMIZE = 1,
-    OPT_M_WD = 2,       /* coupled weight decay: grad += wd * param */
-    OPT_M_BUF = 4,      /* SGD momentum buffer */
-    OPT_M_FRESH = 8,    /* SGD: the buffer starts now */
+    OPT_M_WD = 2,    /* coupled weight decay: grad += wd * param */
+    OPT_M_BUF = 4,   /* SGD momentum buffer */
+    OPT_M_FRESH = 8, /* SGD: the buffer starts now */
     OPT_M_NESTEROV = 16,
-    OPT_M_DECAY = 32,   /* AdamW: param *= 1 - lr * wd */
+    OPT_M_DECAY = 32, /* AdamW: param *= 1 - lr * wd */
     OPT_M_AMSGRAD = 64,
     OPT_M_CENTERED = 128,
-    OPT_M_MOM = 256,    /* RMSprop momentum */
+    OPT_M_MOM = 256, /* RMSprop momentum */
 };
 
 /* float32 bodies at every level (with the helpers and dispatch macros of vec_levels.h), then float64 ones */
-#define VT float
+#define VT             float
 #define PLAST_VEC_BODY "optim_simd.h"
 #include "vec_levels.h"
 #undef VT
@@ -45,7 +45,7 @@ enum {
 
 /* Elements below which a call stays on one thread, and the size of the chunks threads take. */
 #define PAR_MIN 65536
-#define CHUNK 16384
+#define CHUNK   16384
 
 #define NCOEF 8
 
@@ -73,10 +73,8 @@ static int valid_entry(int kind, int flags, const plast_opt_tensor *t, int nrows
     if (t->n == 0) return 1;
     if (!t->param || !t->grad) return 0;
     switch (kind) {
-    case PLAST_OPT_SGD:
-        return !(flags & PLAST_OPT_MOMENTUM) || t->state[0];
-    case PLAST_OPT_ADAM:
-        return t->state[0] && t->state[1] && (!(flags & PLAST_OPT_AMSGRAD) || t->state[2]);
+    case PLAST_OPT_SGD: return !(flags & PLAST_OPT_MOMENTUM) || t->state[0];
+    case PLAST_OPT_ADAM: return t->state[0] && t->state[1] && (!(flags & PLAST_OPT_AMSGRAD) || t->state[2]);
     case PLAST_OPT_RMSPROP:
         return t->state[0] && (!(flags & PLAST_OPT_MOMENTUM) || t->state[1]) &&
                (!(flags & PLAST_OPT_CENTERED) || t->state[2]);
@@ -137,8 +135,7 @@ static void prepare(int kind, int flags, const double *hyper, const plast_opt_te
 }
 
 /* elements [lo, hi) of entry t */
-static void run_range(int simd, int kind, const plast_opt_tensor *t, const opt_coef *k, ptrdiff_t lo,
-                      ptrdiff_t hi) {
+static void run_range(int simd, int kind, const plast_opt_tensor *t, const opt_coef *k, ptrdiff_t lo, ptrdiff_t hi) {
     (void)simd; /* only the scalar path exists off x86 */
     if (lo >= hi) return;
     if (t->dtype == PLAST_OPT_F32) {

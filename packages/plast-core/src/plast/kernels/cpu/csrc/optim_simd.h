@@ -10,22 +10,21 @@
  */
 
 #define OPT_LD(p, k) ((k) == VW ? vload(p) : vloadn(p, k))
-#define OPT_ST(p, v, k)                                                                                      \
-    do {                                                                                                     \
-        if ((k) == VW) vstore(p, v);                                                                         \
-        else vstoren(p, v, k);                                                                               \
+#define OPT_ST(p, v, k)                                                                                                \
+    do {                                                                                                               \
+        if ((k) == VW) vstore(p, v);                                                                                   \
+        else vstoren(p, v, k);                                                                                         \
     } while (0)
 
 /* torch's lerp(start, end, w) for a scalar weight: fma(w, end - start, start) when |w| < 0.5, else
  * fma(w - 1, end - start, end). */
-#define OPT_LERP(start, end, small, w, wm1) \
+#define OPT_LERP(start, end, small, w, wm1)                                                                            \
     ((small) ? vfma(w, vsub(end, start), start) : vfma(wm1, vsub(end, start), end))
 
 /* ---- SGD: c = [-lr, weight_decay, momentum, 1 - dampening] ---- */
 
-VTARGET static inline __attribute__((always_inline)) void VN(opt_sgd_vec)(VT *p, const VT *g, VT *b,
-                                                                          ptrdiff_t k, int mode, vf lr_neg,
-                                                                          vf wd, vf mom, vf damp1) {
+VTARGET static inline __attribute__((always_inline)) void
+VN(opt_sgd_vec)(VT *p, const VT *g, VT *b, ptrdiff_t k, int mode, vf lr_neg, vf wd, vf mom, vf damp1) {
     vf x = OPT_LD(g, k);
     if (mode & OPT_M_MAXIMIZE) x = vneg(x);
     vf pv = OPT_LD(p, k);
@@ -39,8 +38,7 @@ VTARGET static inline __attribute__((always_inline)) void VN(opt_sgd_vec)(VT *p,
     OPT_ST(p, vfma(x, lr_neg, pv), k); /* param.add_(grad, alpha=-lr) */
 }
 
-VTARGET static void VN(opt_sgd)(VT *p, const VT *g, VT *b, ptrdiff_t lo, ptrdiff_t hi, int mode,
-                                const double *c) {
+VTARGET static void VN(opt_sgd)(VT *p, const VT *g, VT *b, ptrdiff_t lo, ptrdiff_t hi, int mode, const double *c) {
     vf lr_neg = vset1((VT)c[0]), wd = vset1((VT)c[1]), mom = vset1((VT)c[2]), damp1 = vset1((VT)c[3]);
     VT *bb = (mode & OPT_M_BUF) ? b : p; /* never read or written without OPT_M_BUF */
     ptrdiff_t i = lo;
@@ -55,14 +53,13 @@ typedef struct {
     int small;
 } VN(opt_adam_k);
 
-VTARGET static inline __attribute__((always_inline)) void VN(opt_adam_vec)(VT *p, const VT *g, VT *m, VT *v,
-                                                                           VT *mx, ptrdiff_t k, int mode,
-                                                                           const VN(opt_adam_k) *K) {
+VTARGET static inline __attribute__((always_inline)) void
+VN(opt_adam_vec)(VT *p, const VT *g, VT *m, VT *v, VT *mx, ptrdiff_t k, int mode, const VN(opt_adam_k) * K) {
     vf x = OPT_LD(g, k);
     if (mode & OPT_M_MAXIMIZE) x = vneg(x);
     vf pv = OPT_LD(p, k);
-    if (mode & OPT_M_DECAY) pv = vmul(pv, K->decay); /* param.mul_(1 - lr * weight_decay) */
-    if (mode & OPT_M_WD) x = vfma(pv, K->wd, x);      /* grad.add(param, alpha=weight_decay) */
+    if (mode & OPT_M_DECAY) pv = vmul(pv, K->decay);           /* param.mul_(1 - lr * weight_decay) */
+    if (mode & OPT_M_WD) x = vfma(pv, K->wd, x);               /* grad.add(param, alpha=weight_decay) */
     vf mv = OPT_LERP(OPT_LD(m, k), x, K->small, K->w, K->wm1); /* exp_avg.lerp_(grad, 1 - beta1) */
     OPT_ST(m, mv, k);
     /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2) */
@@ -73,7 +70,7 @@ VTARGET static inline __attribute__((always_inline)) void VN(opt_adam_vec)(VT *p
         vv = vsel(visnan(old), old, vmax(old, vv));
         OPT_ST(mx, vv, k);
     }
-    vf den = vadd(vdiv(vsqrt(vv), K->bc2s), K->eps);       /* (sqrt / bias_correction2_sqrt).add_(eps) */
+    vf den = vadd(vdiv(vsqrt(vv), K->bc2s), K->eps);      /* (sqrt / bias_correction2_sqrt).add_(eps) */
     OPT_ST(p, vadd(pv, vdiv(vmul(K->step, mv), den)), k); /* param.addcdiv_(exp_avg, denom, value=-step_size) */
 }
 
@@ -104,9 +101,8 @@ typedef struct {
     int small;
 } VN(opt_rms_k);
 
-VTARGET static inline __attribute__((always_inline)) void VN(opt_rms_vec)(VT *p, const VT *g, VT *sq, VT *b,
-                                                                          VT *ga, ptrdiff_t k, int mode,
-                                                                          const VN(opt_rms_k) *K) {
+VTARGET static inline __attribute__((always_inline)) void
+VN(opt_rms_vec)(VT *p, const VT *g, VT *sq, VT *b, VT *ga, ptrdiff_t k, int mode, const VN(opt_rms_k) * K) {
     vf x = OPT_LD(g, k);
     if (mode & OPT_M_MAXIMIZE) x = vneg(x);
     vf pv = OPT_LD(p, k);

@@ -23,7 +23,10 @@ void plast_philox_block(uint64_t seed, uint64_t block, uint32_t out[4]) {
         k0 += PHILOX_W0;
         k1 += PHILOX_W1;
     }
-    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
 }
 
 static inline float u01_f32(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
@@ -36,9 +39,9 @@ static inline double u01_f64(uint32_t hi, uint32_t lo) {
 /* Threads for NBLOCKS blocks: tasks of BLOCKS_PER_TASK blocks, all of nthreads once there are two tasks. */
 #define PHILOX_THREADS(NBLOCKS) (((NBLOCKS) + BLOCKS_PER_TASK - 1) / BLOCKS_PER_TASK > 1 ? nthreads : 1)
 /* for (b ...) over thread tid of T's share (whole tasks) of blocks [0, NBLOCKS); the loop body follows. */
-#define PHILOX_BLOCKS(NBLOCKS)                                                                              \
-    ptrdiff_t t0_, t1_;                                                                                     \
-    plast_omp_range(((NBLOCKS) + BLOCKS_PER_TASK - 1) / BLOCKS_PER_TASK, tid, T, &t0_, &t1_);               \
+#define PHILOX_BLOCKS(NBLOCKS)                                                                                         \
+    ptrdiff_t t0_, t1_;                                                                                                \
+    plast_omp_range(((NBLOCKS) + BLOCKS_PER_TASK - 1) / BLOCKS_PER_TASK, tid, T, &t0_, &t1_);                          \
     for (ptrdiff_t b = t0_ * BLOCKS_PER_TASK; b < (NBLOCKS) && b < t1_ * BLOCKS_PER_TASK; b++)
 
 static void uniform_f32_part(uint64_t seed, uint64_t offset, float *out, ptrdiff_t n, float low, float high, int tid,
@@ -60,8 +63,8 @@ void plast_philox_uniform_f32(int nthreads, uint64_t seed, uint64_t offset, floa
     PLAST_PARALLEL(PHILOX_THREADS((n + 3) / 4), uniform_f32_part, seed, offset, out, n, low, high);
 }
 
-static void uniform_f64_part(uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double low, double high,
-                             int tid, int T) {
+static void uniform_f64_part(uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double low, double high, int tid,
+                             int T) {
     double scale = high - low;
     PHILOX_BLOCKS((n + 1) / 2) {
         uint32_t r[4];
@@ -97,8 +100,8 @@ void plast_philox_normal_f32(int nthreads, uint64_t seed, uint64_t offset, float
     PLAST_PARALLEL(PHILOX_THREADS((n + 1) / 2), normal_f32_part, seed, offset, out, n, mean, std);
 }
 
-static void normal_f64_part(uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double mean, double std,
-                            int tid, int T) {
+static void normal_f64_part(uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double mean, double std, int tid,
+                            int T) {
     PHILOX_BLOCKS((n + 1) / 2) {
         uint32_t r[4];
         plast_philox_block(seed, offset + (uint64_t)b, r);

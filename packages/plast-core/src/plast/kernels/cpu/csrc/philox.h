@@ -18,10 +18,14 @@
 #include <stdint.h>
 
 void plast_philox_block(uint64_t seed, uint64_t block, uint32_t out[4]);
-void plast_philox_uniform_f32(int nthreads, uint64_t seed, uint64_t offset, float *out, ptrdiff_t n, float low, float high);
-void plast_philox_uniform_f64(int nthreads, uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double low, double high);
-void plast_philox_normal_f32(int nthreads, uint64_t seed, uint64_t offset, float *out, ptrdiff_t n, float mean, float std);
-void plast_philox_normal_f64(int nthreads, uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double mean, double std);
+void plast_philox_uniform_f32(int nthreads, uint64_t seed, uint64_t offset, float *out, ptrdiff_t n, float low,
+                              float high);
+void plast_philox_uniform_f64(int nthreads, uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double low,
+                              double high);
+void plast_philox_normal_f32(int nthreads, uint64_t seed, uint64_t offset, float *out, ptrdiff_t n, float mean,
+                             float std);
+void plast_philox_normal_f64(int nthreads, uint64_t seed, uint64_t offset, double *out, ptrdiff_t n, double mean,
+                             double std);
 void plast_philox_u32(int nthreads, uint64_t seed, uint64_t offset, uint32_t *out, ptrdiff_t n);
 
 #endif

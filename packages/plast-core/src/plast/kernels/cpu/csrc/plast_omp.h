@@ -33,53 +33,54 @@ static inline void plast_omp_range(ptrdiff_t n, int tid, int T, ptrdiff_t *lo, p
 
 #if PLAST_HAVE_OPENMP
 #define PLAST_OMP_PRAGMA_(x) _Pragma(#x)
-#define PLAST_PARALLEL_FOR(nt, n, fn, ...)                                                                  \
-    do {                                                                                                    \
-        const int plast_nt_ = (nt);                                                                         \
-        const ptrdiff_t plast_n_ = (n);                                                                     \
-        if (plast_nt_ > 1) {                                                                                \
-            _Pragma("omp parallel for num_threads(plast_nt_) schedule(static)")                             \
-            for (ptrdiff_t plast_t_ = 0; plast_t_ < plast_n_; plast_t_++) fn(__VA_ARGS__, plast_t_);        \
-        } else {                                                                                            \
-            for (ptrdiff_t plast_t_ = 0; plast_t_ < plast_n_; plast_t_++) fn(__VA_ARGS__, plast_t_);        \
-        }                                                                                                   \
+#define PLAST_PARALLEL_FOR(nt, n, fn, ...)                                                                             \
+    do {                                                                                                               \
+        const int plast_nt_ = (nt);                                                                                    \
+        const ptrdiff_t plast_n_ = (n);                                                                                \
+        if (plast_nt_ > 1) {                                                                                           \
+            _Pragma("omp parallel for num_threads(plast_nt_) schedule(static)") for (ptrdiff_t plast_t_ = 0;           \
+                                                                                     plast_t_ < plast_n_; plast_t_++)  \
+                fn(__VA_ARGS__, plast_t_);                                                                             \
+        } else {                                                                                                       \
+            for (ptrdiff_t plast_t_ = 0; plast_t_ < plast_n_; plast_t_++) fn(__VA_ARGS__, plast_t_);                   \
+        }                                                                                                              \
     } while (0)
-#define PLAST_PARALLEL(nt, fn, ...)                                                                         \
-    do {                                                                                                    \
-        const int plast_nt_ = (nt);                                                                         \
-        if (plast_nt_ > 1) {                                                                                \
-            _Pragma("omp parallel num_threads(plast_nt_)")                                                  \
-            fn(__VA_ARGS__, omp_get_thread_num(), omp_get_num_threads());                                   \
-        } else {                                                                                            \
-            fn(__VA_ARGS__, 0, 1);                                                                          \
-        }                                                                                                   \
+#define PLAST_PARALLEL(nt, fn, ...)                                                                                    \
+    do {                                                                                                               \
+        const int plast_nt_ = (nt);                                                                                    \
+        if (plast_nt_ > 1) {                                                                                           \
+            _Pragma("omp parallel num_threads(plast_nt_)")                                                             \
+                fn(__VA_ARGS__, omp_get_thread_num(), omp_get_num_threads());                                          \
+        } else {                                                                                                       \
+            fn(__VA_ARGS__, 0, 1);                                                                                     \
+        }                                                                                                              \
     } while (0)
-#define PLAST_PARALLEL_SUM(nt, sum, fn, ...)                                                                \
-    do {                                                                                                    \
-        const int plast_nt_ = (nt);                                                                         \
-        if (plast_nt_ > 1) {                                                                                \
-            PLAST_OMP_PRAGMA_(omp parallel num_threads(plast_nt_) reduction(+ : sum))                       \
-            sum += fn(__VA_ARGS__, omp_get_thread_num(), omp_get_num_threads());                            \
-        } else {                                                                                            \
-            sum += fn(__VA_ARGS__, 0, 1);                                                                   \
-        }                                                                                                   \
+#define PLAST_PARALLEL_SUM(nt, sum, fn, ...)                                                                           \
+    do {                                                                                                               \
+        const int plast_nt_ = (nt);                                                                                    \
+        if (plast_nt_ > 1) {                                                                                           \
+            PLAST_OMP_PRAGMA_(omp parallel num_threads(plast_nt_) reduction(+ : sum))                                  \
+            sum += fn(__VA_ARGS__, omp_get_thread_num(), omp_get_num_threads());                                       \
+        } else {                                                                                                       \
+            sum += fn(__VA_ARGS__, 0, 1);                                                                              \
+        }                                                                                                              \
     } while (0)
 #else
-#define PLAST_PARALLEL_FOR(nt, n, fn, ...)                                                                  \
-    do {                                                                                                    \
-        (void)(nt);                                                                                         \
-        const ptrdiff_t plast_n_ = (n);                                                                     \
-        for (ptrdiff_t plast_t_ = 0; plast_t_ < plast_n_; plast_t_++) fn(__VA_ARGS__, plast_t_);            \
+#define PLAST_PARALLEL_FOR(nt, n, fn, ...)                                                                             \
+    do {                                                                                                               \
+        (void)(nt);                                                                                                    \
+        const ptrdiff_t plast_n_ = (n);                                                                                \
+        for (ptrdiff_t plast_t_ = 0; plast_t_ < plast_n_; plast_t_++) fn(__VA_ARGS__, plast_t_);                       \
     } while (0)
-#define PLAST_PARALLEL(nt, fn, ...)                                                                         \
-    do {                                                                                                    \
-        (void)(nt);                                                                                         \
-        fn(__VA_ARGS__, 0, 1);                                                                              \
+#define PLAST_PARALLEL(nt, fn, ...)                                                                                    \
+    do {                                                                                                               \
+        (void)(nt);                                                                                                    \
+        fn(__VA_ARGS__, 0, 1);                                                                                         \
     } while (0)
-#define PLAST_PARALLEL_SUM(nt, sum, fn, ...)                                                                \
-    do {                                                                                                    \
-        (void)(nt);                                                                                         \
-        sum += fn(__VA_ARGS__, 0, 1);                                                                       \
+#define PLAST_PARALLEL_SUM(nt, sum, fn, ...)                                                                           \
+    do {                                                                                                               \
+        (void)(nt);                                                                                                    \
+        sum += fn(__VA_ARGS__, 0, 1);                                                                                  \
     } while (0)
 #endif
 

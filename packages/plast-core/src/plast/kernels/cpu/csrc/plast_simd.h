@@ -11,13 +11,13 @@
 #include <stdint.h>
 
 #define PLAST_SIMD_SCALAR 0
-#define PLAST_SIMD_AVX2 1
+#define PLAST_SIMD_AVX2   1
 #define PLAST_SIMD_AVX512 2
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #define PLAST_X86 1
 #include <immintrin.h>
-#define PLAST_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define PLAST_TARGET_AVX2   __attribute__((target("avx2,fma")))
 #define PLAST_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")))
 #else
 #define PLAST_X86 0
@@ -31,11 +31,10 @@
 static inline int plast_cpu_simd_max(void) {
 #if PLAST_X86 && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
         return PLAST_SIMD_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return PLAST_SIMD_AVX2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return PLAST_SIMD_AVX2;
 #endif
     return PLAST_SIMD_SCALAR;
 }

@@ -8,14 +8,14 @@
 
 /* float32 bodies at every level (vec_levels.h), then float64 ones (vec_levels_f64.h) */
 #define PLAST_VEC_BODY "reduce_simd.h"
-#define VT float
-#define VT_F64 0
-#define RD_COLS 4096
+#define VT             float
+#define VT_F64         0
+#define RD_COLS        4096
 #include "vec_levels.h"
 #undef VT
 #undef RD_COLS
 /* float64 column blocks are half as wide: the block accumulators and the totals fit where float32's did */
-#define VT double
+#define VT      double
 #define RD_COLS 2048
 #include "vec_levels_f64.h"
 #undef VT
@@ -47,9 +47,9 @@ static double combine_all(int op, const double *v, ptrdiff_t n) {
     return r;
 }
 
-#define VT float
-#define OP3 plast_op3
-#define RD_COLS 4096
+#define VT       float
+#define OP3      plast_op3
+#define RD_COLS  4096
 #define KN(name) name
 #define PN(name) name##_f32
 #include "reduce_driver.h"
@@ -59,9 +59,9 @@ static double combine_all(int op, const double *v, ptrdiff_t n) {
 #undef KN
 #undef PN
 
-#define VT double
-#define OP3 plast_op3_f64
-#define RD_COLS 2048
+#define VT       double
+#define OP3      plast_op3_f64
+#define RD_COLS  2048
 #define KN(name) name##_f64
 #define PN(name) name##_f64
 #include "reduce_driver.h"

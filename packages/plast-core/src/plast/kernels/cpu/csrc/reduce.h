@@ -21,7 +21,7 @@ enum { PLAST_RD_SUM = 0, PLAST_RD_MAX = 1, PLAST_RD_MIN = 2 };
 
 int plast_reduce_f32(int simd, int nthreads, int op, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, plast_op3 x,
                      float *out);
-int plast_reduce_f64(int simd, int nthreads, int op, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner,
-                     plast_op3_f64 x, double *out);
+int plast_reduce_f64(int simd, int nthreads, int op, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, plast_op3_f64 x,
+                     double *out);
 
 #endif

@@ -44,8 +44,7 @@ static inline void KN(rd_strided_task)(int op, OP3 x, ptrdiff_t n, ptrdiff_t inn
     out[t] = (VT)r;
 }
 
-int PN(plast_reduce)(int simd, int nthreads, int op, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, OP3 x,
-                     VT *out) {
+int PN(plast_reduce)(int simd, int nthreads, int op, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, OP3 x, VT *out) {
     if (op < 0 || op > PLAST_RD_MIN) return -1;
     if (outer == 0 || inner == 0) return 0;
     if (n == 0) {

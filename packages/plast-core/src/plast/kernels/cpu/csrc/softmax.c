@@ -8,8 +8,8 @@
 
 /* float32 bodies at every level (vec_levels.h), then float64 ones (vec_levels_f64.h) */
 #define PLAST_VEC_BODY "softmax_simd.h"
-#define VT float
-#define VT_F64 0
+#define VT             float
+#define VT_F64         0
 #include "vec_levels.h"
 #undef VT
 #define VT double
@@ -26,8 +26,8 @@ static int threads_for(int nthreads, ptrdiff_t work, ptrdiff_t tasks) {
     return t < nthreads ? (int)t : nthreads;
 }
 
-#define VT float
-#define OP3 plast_op3
+#define VT       float
+#define OP3      plast_op3
 #define KN(name) name
 #define PN(name) name##_f32
 #include "softmax_driver.h"
@@ -36,8 +36,8 @@ static int threads_for(int nthreads, ptrdiff_t work, ptrdiff_t tasks) {
 #undef KN
 #undef PN
 
-#define VT double
-#define OP3 plast_op3_f64
+#define VT       double
+#define OP3      plast_op3_f64
 #define KN(name) name##_f64
 #define PN(name) name##_f64
 #include "softmax_driver.h"

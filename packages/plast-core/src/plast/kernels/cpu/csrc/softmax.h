@@ -26,17 +26,17 @@ typedef struct {
 } plast_op3_f64;
 
 /* y = softmax / safe softmax (all -inf rows give 0) / log_softmax of x along n. */
-int plast_softmax_f32(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner,
-                      plast_op3 x, plast_op3 y);
+int plast_softmax_f32(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, plast_op3 x,
+                      plast_op3 y);
 /* out = y * (g - sum(g * y)) for softmax, g - exp(y) * sum(g) for log_softmax (y: the forward output). */
-int plast_softmax_bw_f32(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner,
-                         plast_op3 g, plast_op3 y, plast_op3 out);
+int plast_softmax_bw_f32(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, plast_op3 g,
+                         plast_op3 y, plast_op3 out);
 /* out[o, i] = log(sum_k exp(x[o, k, i])) (out strides: so for outer, si for inner; sn unused). */
 int plast_logsumexp_f32(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, plast_op3 x,
                         plast_op3 out);
 
-int plast_softmax_f64(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner,
-                      plast_op3_f64 x, plast_op3_f64 y);
+int plast_softmax_f64(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, plast_op3_f64 x,
+                      plast_op3_f64 y);
 int plast_softmax_bw_f64(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner,
                          plast_op3_f64 g, plast_op3_f64 y, plast_op3_f64 out);
 int plast_logsumexp_f64(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, plast_op3_f64 x,

@@ -24,8 +24,7 @@ static void KN(sm_part)(int simd, int mode, ptrdiff_t n, ptrdiff_t inner, int co
         if (cols) {
             ptrdiff_t j = i * 16;
             int w = inner - j < 16 ? (int)(inner - j) : 16;
-            PLAST_VEC_DISPATCH_T(KN(softmax_cols16), mode, x.p + o * x.so + j, x.sn, y.p + o * y.so + j, y.sn, n,
-                                 w);
+            PLAST_VEC_DISPATCH_T(KN(softmax_cols16), mode, x.p + o * x.so + j, x.sn, y.p + o * y.so + j, y.sn, n, w);
             continue;
         }
         const VT *xp = x.p + o * x.so + i * x.si;
@@ -41,8 +40,7 @@ static void KN(sm_part)(int simd, int mode, ptrdiff_t n, ptrdiff_t inner, int co
     free(buf);
 }
 
-int PN(plast_softmax)(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner,
-                      OP3 x, OP3 y) {
+int PN(plast_softmax)(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, OP3 x, OP3 y) {
     if (outer == 0 || n == 0 || inner == 0) return 0;
     int cols = inner > 1 && x.si == 1 && y.si == 1;
     ptrdiff_t per = cols ? (inner + 15) / 16 : inner;
@@ -54,8 +52,8 @@ int PN(plast_softmax)(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff
 }
 
 /* Thread tid of T's share of the tasks, as sm_part. */
-static void KN(sm_bw_part)(int simd, int mode, ptrdiff_t n, ptrdiff_t inner, int cols, ptrdiff_t per,
-                           ptrdiff_t tasks, OP3 g, OP3 y, OP3 out, int *fail, int tid, int T) {
+static void KN(sm_bw_part)(int simd, int mode, ptrdiff_t n, ptrdiff_t inner, int cols, ptrdiff_t per, ptrdiff_t tasks,
+                           OP3 g, OP3 y, OP3 out, int *fail, int tid, int T) {
     VT *buf = NULL;
     if (!cols && (g.sn != 1 || y.sn != 1 || out.sn != 1)) {
         buf = malloc((size_t)n * 3 * sizeof(VT));
@@ -87,8 +85,8 @@ static void KN(sm_bw_part)(int simd, int mode, ptrdiff_t n, ptrdiff_t inner, int
     free(buf);
 }
 
-int PN(plast_softmax_bw)(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner,
-                         OP3 g, OP3 y, OP3 out) {
+int PN(plast_softmax_bw)(int simd, int nthreads, int mode, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, OP3 g, OP3 y,
+                         OP3 out) {
     if (outer == 0 || n == 0 || inner == 0) return 0;
     int cols = inner > 1 && g.si == 1 && y.si == 1 && out.si == 1;
     ptrdiff_t per = cols ? (inner + 15) / 16 : inner;
@@ -114,8 +112,8 @@ static void KN(lse_part)(int simd, ptrdiff_t n, ptrdiff_t inner, int cols, ptrdi
         if (cols) {
             ptrdiff_t j = i * 16;
             int w = inner - j < 16 ? (int)(inner - j) : 16;
-            PLAST_VEC_DISPATCH_T(KN(lse_cols16), x.p + o * x.so + j, x.sn, out.p + o * out.so + j * out.si, out.si,
-                                 n, w);
+            PLAST_VEC_DISPATCH_T(KN(lse_cols16), x.p + o * x.so + j, x.sn, out.p + o * out.so + j * out.si, out.si, n,
+                                 w);
             continue;
         }
         const VT *xp = x.p + o * x.so + i * x.si;
@@ -131,8 +129,7 @@ static void KN(lse_part)(int simd, ptrdiff_t n, ptrdiff_t inner, int cols, ptrdi
     free(buf);
 }
 
-int PN(plast_logsumexp)(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, OP3 x,
-                        OP3 out) {
+int PN(plast_logsumexp)(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, OP3 x, OP3 out) {
     if (outer == 0 || inner == 0) return 0;
     if (n == 0) {
         for (ptrdiff_t o = 0; o < outer; o++)

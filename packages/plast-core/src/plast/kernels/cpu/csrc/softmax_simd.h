@@ -24,7 +24,10 @@ VTARGET static VT VN(sm_expsum)(const VT *x, VT *y, ptrdiff_t n, VT m) {
     for (; i + 2 * VW <= n; i += 2 * VW) {
         vf e0 = VN(v_exp)(vsub(vload(x + i), mv));
         vf e1 = VN(v_exp)(vsub(vload(x + i + VW), mv));
-        if (y) { vstore(y + i, e0); vstore(y + i + VW, e1); }
+        if (y) {
+            vstore(y + i, e0);
+            vstore(y + i + VW, e1);
+        }
         s0 = vadd(s0, e0);
         s1 = vadd(s1, e1);
     }
@@ -106,10 +109,13 @@ VTARGET static VT VN(lse_row)(const VT *x, ptrdiff_t n) {
 
 /* ---- w <= VW contiguous columns at once, n steps of stride xn / yn ---- */
 #define CLD(p, fill) (w == VW ? vload(p) : vloadn_fill(p, w, fill))
-#define CST(p, v) do { if (w == VW) vstore(p, v); else vstoren(p, v, w); } while (0)
+#define CST(p, v)                                                                                                      \
+    do {                                                                                                               \
+        if (w == VW) vstore(p, v);                                                                                     \
+        else vstoren(p, v, w);                                                                                         \
+    } while (0)
 
-VTARGET static void VN(softmax_cols)(int mode, const VT *x, ptrdiff_t xn, VT *y, ptrdiff_t yn, ptrdiff_t n,
-                                     int w) {
+VTARGET static void VN(softmax_cols)(int mode, const VT *x, ptrdiff_t xn, VT *y, ptrdiff_t yn, ptrdiff_t n, int w) {
     vf m = vset1(-INFINITY), s = vset1(0.0f);
     for (ptrdiff_t k = 0; k < n; k++) m = vmax(m, CLD(x + k * xn, -INFINITY));
     vf safe_m = m;
@@ -129,8 +135,8 @@ VTARGET static void VN(softmax_cols)(int mode, const VT *x, ptrdiff_t xn, VT *y,
     for (ptrdiff_t k = 0; k < n; k++) CST(y + k * yn, vmul(CLD(y + k * yn, 0.0f), inv));
 }
 
-VTARGET static void VN(softmax_bw_cols)(int mode, const VT *g, ptrdiff_t gn, const VT *y, ptrdiff_t yn,
-                                        VT *out, ptrdiff_t on, ptrdiff_t n, int w) {
+VTARGET static void VN(softmax_bw_cols)(int mode, const VT *g, ptrdiff_t gn, const VT *y, ptrdiff_t yn, VT *out,
+                                        ptrdiff_t on, ptrdiff_t n, int w) {
     vf s = vset1(0.0f);
     if (mode == PLAST_SM_LOG_SOFTMAX) {
         for (ptrdiff_t k = 0; k < n; k++) s = vadd(s, CLD(g + k * gn, 0.0f));
@@ -139,8 +145,7 @@ VTARGET static void VN(softmax_bw_cols)(int mode, const VT *g, ptrdiff_t gn, con
         return;
     }
     for (ptrdiff_t k = 0; k < n; k++) s = vfma(CLD(g + k * gn, 0.0f), CLD(y + k * yn, 0.0f), s);
-    for (ptrdiff_t k = 0; k < n; k++)
-        CST(out + k * on, vmul(CLD(y + k * yn, 0.0f), vsub(CLD(g + k * gn, 0.0f), s)));
+    for (ptrdiff_t k = 0; k < n; k++) CST(out + k * on, vmul(CLD(y + k * yn, 0.0f), vsub(CLD(g + k * gn, 0.0f), s)));
 }
 
 VTARGET static void VN(lse_cols)(const VT *x, ptrdiff_t xn, VT *out, ptrdiff_t n, int w) {
@@ -154,12 +159,11 @@ VTARGET static void VN(lse_cols)(const VT *x, ptrdiff_t xn, VT *out, ptrdiff_t n
 #undef CST
 
 /* blocks of 16 columns (one task), split into this level's vector width */
-VTARGET static void VN(softmax_cols16)(int mode, const VT *x, ptrdiff_t xn, VT *y, ptrdiff_t yn,
-                                       ptrdiff_t n, int w16) {
+VTARGET static void VN(softmax_cols16)(int mode, const VT *x, ptrdiff_t xn, VT *y, ptrdiff_t yn, ptrdiff_t n, int w16) {
     for (int j = 0; j < w16; j += VW) VN(softmax_cols)(mode, x + j, xn, y + j, yn, n, w16 - j < VW ? w16 - j : VW);
 }
-VTARGET static void VN(softmax_bw_cols16)(int mode, const VT *g, ptrdiff_t gn, const VT *y, ptrdiff_t yn,
-                                          VT *out, ptrdiff_t on, ptrdiff_t n, int w16) {
+VTARGET static void VN(softmax_bw_cols16)(int mode, const VT *g, ptrdiff_t gn, const VT *y, ptrdiff_t yn, VT *out,
+                                          ptrdiff_t on, ptrdiff_t n, int w16) {
     for (int j = 0; j < w16; j += VW)
         VN(softmax_bw_cols)(mode, g + j, gn, y + j, yn, out + j, on, n, w16 - j < VW ? w16 - j : VW);
 }

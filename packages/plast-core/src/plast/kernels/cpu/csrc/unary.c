@@ -7,13 +7,13 @@
 
 /* float32 bodies at every level (vec_levels.h), then the float64 subset (vec_levels_f64.h) */
 #define PLAST_VEC_BODY "unary_simd.h"
-#define VT float
-#define VT_F64 0
+#define VT             float
+#define VT_F64         0
 #include "vec_levels.h"
 #undef VT
 #undef PLAST_VEC_BODY
 #define PLAST_VEC_BODY "unary_f64_simd.h"
-#define VT double
+#define VT             double
 #include "vec_levels_f64.h"
 #undef VT
 
@@ -23,10 +23,10 @@ void plast_unary_contig_f32(int simd, int op, const float *x, float *y, ptrdiff_
 
 static double sgn(double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : v; }
 
-#define F64_LOOP(EXPR)                                                                                      \
-    for (ptrdiff_t i = 0; i < n; i++) {                                                                     \
-        double v = x[i];                                                                                    \
-        y[i] = EXPR;                                                                                        \
+#define F64_LOOP(EXPR)                                                                                                 \
+    for (ptrdiff_t i = 0; i < n; i++) {                                                                                \
+        double v = x[i];                                                                                               \
+        y[i] = EXPR;                                                                                                   \
     }
 
 void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n) {
@@ -41,8 +41,7 @@ void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n) {
     case PLAST_UN_RELU: F64_LOOP(v > 0 || v != v ? v : 0.0) break;
     case PLAST_UN_ABS: F64_LOOP(fabs(v)) break;
     case PLAST_UN_NEG: F64_LOOP(-v) break;
-    case PLAST_UN_GELU_TANH:
-        F64_LOOP(v / (1.0 + exp(-2.0 * 0.79788456080286536 * (v + 0.044715 * v * v * v)))) break;
+    case PLAST_UN_GELU_TANH: F64_LOOP(v / (1.0 + exp(-2.0 * 0.79788456080286536 * (v + 0.044715 * v * v * v)))) break;
     case PLAST_UN_GELU_ERF:
         F64_LOOP(v < 0 ? 0.5 * v * erfc(-v * 0.70710678118654752) : 0.5 * v * (1.0 + erf(v * 0.70710678118654752)))
         break;
@@ -63,12 +62,14 @@ void plast_unary_contig_f64_simd(int simd, int op, const double *x, double *y, p
 /* Strided rows are gathered into a buffer of this many elements, computed contiguously, scattered back. */
 #define TILE 512
 
-static void run_row(int simd, int op, int dtype, const char *x, ptrdiff_t sx, char *y, ptrdiff_t sy,
-                    ptrdiff_t n) {
+static void run_row(int simd, int op, int dtype, const char *x, ptrdiff_t sx, char *y, ptrdiff_t sy, ptrdiff_t n) {
     if (dtype == 3) {
         const float *xf = (const float *)x;
         float *yf = (float *)y;
-        if (sx == 1 && sy == 1) { plast_unary_contig_f32(simd, op, xf, yf, n); return; }
+        if (sx == 1 && sy == 1) {
+            plast_unary_contig_f32(simd, op, xf, yf, n);
+            return;
+        }
         float buf[TILE];
         for (ptrdiff_t s = 0; s < n; s += TILE) {
             ptrdiff_t m = n - s < TILE ? n - s : TILE;
@@ -79,7 +80,10 @@ static void run_row(int simd, int op, int dtype, const char *x, ptrdiff_t sx, ch
     } else {
         const double *xd = (const double *)x;
         double *yd = (double *)y;
-        if (sx == 1 && sy == 1) { plast_unary_contig_f64_simd(simd, op, xd, yd, n); return; }
+        if (sx == 1 && sy == 1) {
+            plast_unary_contig_f64_simd(simd, op, xd, yd, n);
+            return;
+        }
         double buf[TILE];
         for (ptrdiff_t s = 0; s < n; s += TILE) {
             ptrdiff_t m = n - s < TILE ? n - s : TILE;
@@ -115,8 +119,8 @@ static inline void un_task(const un_job *j, ptrdiff_t t) {
     run_row(j->simd, j->op, j->dtype, j->x + ox * j->es, j->sx[nd - 1], j->y + oy * j->es, j->sy[nd - 1], len);
 }
 
-int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape,
-                   const char *x, const ptrdiff_t *x_strides, char *y, const ptrdiff_t *y_strides) {
+int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape, const char *x,
+                   const ptrdiff_t *x_strides, char *y, const ptrdiff_t *y_strides) {
     if (op < 0 || op >= PLAST_UN_COUNT || (dtype != 3 && dtype != 4) || ndim > 16) return -1;
     ptrdiff_t sh[16], sx[16], sy[16];
     int nd = 0;
@@ -134,7 +138,11 @@ int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const pt
         sy[nd] = y_strides[d];
         nd++;
     }
-    if (nd == 0) { sh[0] = 1; sx[0] = sy[0] = 0; nd = 1; }
+    if (nd == 0) {
+        sh[0] = 1;
+        sx[0] = sy[0] = 0;
+        nd = 1;
+    }
     ptrdiff_t es = dtype == 3 ? 4 : 8;
     ptrdiff_t inner = sh[nd - 1], outer = 1;
     for (int d = 0; d < nd - 1; d++) outer *= sh[d];

@@ -37,7 +37,7 @@ void plast_unary_contig_f64_simd(int simd, int op, const double *x, double *y, p
 
 /* n-d driver: y = op(x) over `shape`, strides in elements. dtype: 3 (float32) or 4 (float64).
  * Returns 0, or -1 for an unknown op or dtype. */
-int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape,
-                   const char *x, const ptrdiff_t *x_strides, char *y, const ptrdiff_t *y_strides);
+int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape, const char *x,
+                   const ptrdiff_t *x_strides, char *y, const ptrdiff_t *y_strides);
 
 #endif

@@ -2,17 +2,17 @@
  * only exp (vmath_f64_simd.h) or plain arithmetic. Returns 0 for the others (log, log1p, tanh, erf,
  * gelu_erf), which unary.c runs through libm. */
 
-#define UN_LOOP(EXPR)                                                                                       \
-    {                                                                                                       \
-        ptrdiff_t i = 0;                                                                                    \
-        for (; i + VW <= n; i += VW) {                                                                      \
-            vf v = vload(x + i);                                                                            \
-            vstore(y + i, EXPR);                                                                            \
-        }                                                                                                   \
-        if (i < n) {                                                                                        \
-            vf v = vloadn(x + i, n - i);                                                                    \
-            vstoren(y + i, EXPR, n - i);                                                                    \
-        }                                                                                                   \
+#define UN_LOOP(EXPR)                                                                                                  \
+    {                                                                                                                  \
+        ptrdiff_t i = 0;                                                                                               \
+        for (; i + VW <= n; i += VW) {                                                                                 \
+            vf v = vload(x + i);                                                                                       \
+            vstore(y + i, EXPR);                                                                                       \
+        }                                                                                                              \
+        if (i < n) {                                                                                                   \
+            vf v = vloadn(x + i, n - i);                                                                               \
+            vstoren(y + i, EXPR, n - i);                                                                               \
+        }                                                                                                              \
     }
 
 VTARGET static int VN(unary)(int op, const double *x, double *y, ptrdiff_t n) {
@@ -29,12 +29,13 @@ VTARGET static int VN(unary)(int op, const double *x, double *y, ptrdiff_t n) {
     case PLAST_UN_SQUARE: UN_LOOP(vmul(v, v)) return 1;
     case PLAST_UN_GELU_TANH:
         /* x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): the libm loop's formula, no cancellation */
-        UN_LOOP(vmul(v, VN(v_sigmoid)(vmul(vfma(vmul(vmul(v, v), v), vset1(0.044715), v),
-                                            vset1(2.0 * 0.79788456080286536)))))
+        UN_LOOP(vmul(
+            v, VN(v_sigmoid)(vmul(vfma(vmul(vmul(v, v), v), vset1(0.044715), v), vset1(2.0 * 0.79788456080286536)))))
         return 1;
     case PLAST_UN_SIGN:
-        UN_LOOP(vsel(visnan(v), v, vsub(vsel(vgt(v, vset1(0.0)), vset1(1.0), vset1(0.0)),
-                                        vsel(vlt(v, vset1(0.0)), vset1(1.0), vset1(0.0)))))
+        UN_LOOP(vsel(
+            visnan(v), v,
+            vsub(vsel(vgt(v, vset1(0.0)), vset1(1.0), vset1(0.0)), vsel(vlt(v, vset1(0.0)), vset1(1.0), vset1(0.0)))))
         return 1;
     }
     return 0;

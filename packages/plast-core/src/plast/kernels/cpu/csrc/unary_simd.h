@@ -1,16 +1,16 @@
 /* Level-generic body of unary.c (instantiated per SIMD level by vec_levels.h). */
 
-#define UN_LOOP(EXPR)                                                                                       \
-    {                                                                                                       \
-        ptrdiff_t i = 0;                                                                                    \
-        for (; i + VW <= n; i += VW) {                                                                      \
-            vf v = vload(x + i);                                                                            \
-            vstore(y + i, EXPR);                                                                            \
-        }                                                                                                   \
-        if (i < n) {                                                                                        \
-            vf v = vloadn(x + i, n - i);                                                                    \
-            vstoren(y + i, EXPR, n - i);                                                                    \
-        }                                                                                                   \
+#define UN_LOOP(EXPR)                                                                                                  \
+    {                                                                                                                  \
+        ptrdiff_t i = 0;                                                                                               \
+        for (; i + VW <= n; i += VW) {                                                                                 \
+            vf v = vload(x + i);                                                                                       \
+            vstore(y + i, EXPR);                                                                                       \
+        }                                                                                                              \
+        if (i < n) {                                                                                                   \
+            vf v = vloadn(x + i, n - i);                                                                               \
+            vstoren(y + i, EXPR, n - i);                                                                               \
+        }                                                                                                              \
     }
 
 VTARGET static void VN(unary_f32)(int op, const float *x, float *y, ptrdiff_t n) {
@@ -32,8 +32,9 @@ VTARGET static void VN(unary_f32)(int op, const float *x, float *y, ptrdiff_t n)
     case PLAST_UN_RECIP: UN_LOOP(vdiv(vset1(1.0f), v)) break;
     case PLAST_UN_SQUARE: UN_LOOP(vmul(v, v)) break;
     case PLAST_UN_SIGN:
-        UN_LOOP(vsel(visnan(v), v, vsub(vsel(vgt(v, vset1(0.0f)), vset1(1.0f), vset1(0.0f)),
-                                        vsel(vlt(v, vset1(0.0f)), vset1(1.0f), vset1(0.0f)))))
+        UN_LOOP(vsel(visnan(v), v,
+                     vsub(vsel(vgt(v, vset1(0.0f)), vset1(1.0f), vset1(0.0f)),
+                          vsel(vlt(v, vset1(0.0f)), vset1(1.0f), vset1(0.0f)))))
         break;
     }
 }

@@ -21,10 +21,10 @@
 #define vabs(x) _mm512_abs_pd(x)
 #endif
 #ifndef vcopysign
-#define vcopysign(mag, sgn)                                                                                  \
-    _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(_mm512_abs_pd(mag)),                             \
-                                        _mm512_and_si512(_mm512_castpd_si512(sgn),                           \
-                                                         _mm512_set1_epi64((long long)0x8000000000000000ull))))
+#define vcopysign(mag, sgn)                                                                                            \
+    _mm512_castsi512_pd(_mm512_or_si512(                                                                               \
+        _mm512_castpd_si512(_mm512_abs_pd(mag)),                                                                       \
+        _mm512_and_si512(_mm512_castpd_si512(sgn), _mm512_set1_epi64((long long)0x8000000000000000ull))))
 #endif
 #ifndef vlt
 #define vlt(a, b) _mm512_cmp_pd_mask(a, b, _CMP_LT_OQ)
@@ -34,9 +34,9 @@
 #define veq(a, b) _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ)
 #endif
 #ifndef vmor
-#define vmor(a, b) ((__mmask8)((a) | (b)))
+#define vmor(a, b)  ((__mmask8)((a) | (b)))
 #define vmand(a, b) ((__mmask8)((a) & (b)))
-#define vmany(m) ((m) != 0)
+#define vmany(m)    ((m) != 0)
 #endif
 #ifndef vround
 #define vround(x) _mm512_roundscale_pd(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -49,7 +49,7 @@
 
 #elif VLEVEL == 1
 #ifndef vloadn_fill
-#define vloadn_fill(p, n, fill)                                                                              \
+#define vloadn_fill(p, n, fill)                                                                                        \
     _mm256_blendv_pd(_mm256_set1_pd(fill), _mm256_maskload_pd(p, vtail(n)), _mm256_castsi256_pd(vtail(n)))
 #endif
 #ifndef vfnma
@@ -72,9 +72,9 @@
 #define veq(a, b) _mm256_cmp_pd(a, b, _CMP_EQ_OQ)
 #endif
 #ifndef vmor
-#define vmor(a, b) _mm256_or_pd(a, b)
+#define vmor(a, b)  _mm256_or_pd(a, b)
 #define vmand(a, b) _mm256_and_pd(a, b)
-#define vmany(m) (_mm256_movemask_pd(m) != 0)
+#define vmany(m)    (_mm256_movemask_pd(m) != 0)
 #endif
 #ifndef vround
 #define vround(x) _mm256_round_pd(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -109,9 +109,9 @@
 #define veq(a, b) ((a) == (b))
 #endif
 #ifndef vmor
-#define vmor(a, b) ((a) || (b))
+#define vmor(a, b)  ((a) || (b))
 #define vmand(a, b) ((a) && (b))
-#define vmany(m) (m)
+#define vmany(m)    (m)
 #endif
 #ifndef vround
 #define vround(x) rint(x)

@@ -13,8 +13,16 @@
 
 #ifndef PLAST_VEC_HELPERS
 #define PLAST_VEC_HELPERS
-static inline int32_t plast_f2i(float x) { int32_t i; memcpy(&i, &x, 4); return i; }
-static inline float plast_i2f(int32_t i) { float x; memcpy(&x, &i, 4); return x; }
+static inline int32_t plast_f2i(float x) {
+    int32_t i;
+    memcpy(&i, &x, 4);
+    return i;
+}
+static inline float plast_i2f(int32_t i) {
+    float x;
+    memcpy(&x, &i, 4);
+    return x;
+}
 #if PLAST_X86
 PLAST_TARGET_AVX2 static inline float plast_hsum_avx2(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -59,11 +67,11 @@ PLAST_TARGET_AVX2 static inline float plast_hmin_avx2(__m256 v) {
 
 /* PLAST_VEC_DISPATCH(fn, args): call the version of fn for the level `simd` (a variable in scope). */
 #if PLAST_X86
-#define PLAST_VEC_DISPATCH(fn, ...)                                                                         \
-    do {                                                                                                    \
-        if (simd >= PLAST_SIMD_AVX512) fn##_avx512(__VA_ARGS__);                                            \
-        else if (simd >= PLAST_SIMD_AVX2) fn##_avx2(__VA_ARGS__);                                           \
-        else fn##_scalar(__VA_ARGS__);                                                                      \
+#define PLAST_VEC_DISPATCH(fn, ...)                                                                                    \
+    do {                                                                                                               \
+        if (simd >= PLAST_SIMD_AVX512) fn##_avx512(__VA_ARGS__);                                                       \
+        else if (simd >= PLAST_SIMD_AVX2) fn##_avx2(__VA_ARGS__);                                                      \
+        else fn##_scalar(__VA_ARGS__);                                                                                 \
     } while (0)
 #else
 #define PLAST_VEC_DISPATCH(fn, ...) fn##_scalar(__VA_ARGS__)
@@ -71,9 +79,10 @@ PLAST_TARGET_AVX2 static inline float plast_hmin_avx2(__m256 v) {
 
 /* PLAST_VEC_CALL(fn, args): the same, as an expression with fn's value. */
 #if PLAST_X86
-#define PLAST_VEC_CALL(fn, ...)                                                                             \
-    (simd >= PLAST_SIMD_AVX512 ? fn##_avx512(__VA_ARGS__)                                                   \
-                               : simd >= PLAST_SIMD_AVX2 ? fn##_avx2(__VA_ARGS__) : fn##_scalar(__VA_ARGS__))
+#define PLAST_VEC_CALL(fn, ...)                                                                                        \
+    (simd >= PLAST_SIMD_AVX512 ? fn##_avx512(__VA_ARGS__)                                                              \
+     : simd >= PLAST_SIMD_AVX2 ? fn##_avx2(__VA_ARGS__)                                                                \
+                               : fn##_scalar(__VA_ARGS__))
 #else
 #define PLAST_VEC_CALL(fn, ...) fn##_scalar(__VA_ARGS__)
 #endif

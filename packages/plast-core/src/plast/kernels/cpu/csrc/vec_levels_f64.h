@@ -38,7 +38,7 @@ PLAST_TARGET_AVX2 static inline double plast_hmin_pd_avx2(__m256d v) {
 }
 #endif
 #define PLAST_VEC_DISPATCH_T(fn, ...) PLAST_VEC_DISPATCH(fn, __VA_ARGS__)
-#define PLAST_VEC_CALL_T(fn, ...) PLAST_VEC_CALL(fn, __VA_ARGS__)
+#define PLAST_VEC_CALL_T(fn, ...)     PLAST_VEC_CALL(fn, __VA_ARGS__)
 #endif
 
 #undef VT_F64

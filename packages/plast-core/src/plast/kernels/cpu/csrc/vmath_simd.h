@@ -10,7 +10,7 @@
 /* exp(x): x = n ln2 + r with |r| <= ln2/2, e^r by a degree-7 polynomial, 2^n applied in two halves so results
  * near FLT_MAX and in the subnormal range come out right. */
 VTARGET static inline vf VN(v_exp)(vf x) {
-    x = vmin(vset1(88.72284f), x); /* above: +inf (the halves overflow) */
+    x = vmin(vset1(88.72284f), x);  /* above: +inf (the halves overflow) */
     x = vmax(vset1(-103.9721f), x); /* below: 0 */
     vf n = vround(vmul(x, vset1(1.44269504088896341f)));
     vf r = vfnma(n, vset1(0.693359375f), x);

@@ -8,8 +8,8 @@
 
 /* float32 bodies at every level (vec_levels.h), then float64 ones (vec_levels_f64.h) */
 #define PLAST_VEC_BODY "xent_simd.h"
-#define VT float
-#define VT_F64 0
+#define VT             float
+#define VT_F64         0
 #include "vec_levels.h"
 #undef VT
 #define VT double
@@ -29,8 +29,8 @@ static inline int64_t target_at(const int64_t *t64, const int32_t *t32, ptrdiff_
     return t64 ? t64[r] : (int64_t)t32[r];
 }
 
-#define VT float
-#define OP3 plast_op3
+#define VT       float
+#define OP3      plast_op3
 #define KN(name) name
 #define PN(name) name##_f32
 #include "xent_driver.h"
@@ -39,8 +39,8 @@ static inline int64_t target_at(const int64_t *t64, const int32_t *t32, ptrdiff_
 #undef KN
 #undef PN
 
-#define VT double
-#define OP3 plast_op3_f64
+#define VT       double
+#define OP3      plast_op3_f64
 #define KN(name) name##_f64
 #define PN(name) name##_f64
 #include "xent_driver.h"

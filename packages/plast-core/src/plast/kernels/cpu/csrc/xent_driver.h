@@ -29,8 +29,8 @@ static const VT *KN(row_of)(OP3 x, ptrdiff_t o, ptrdiff_t i, ptrdiff_t k, VT *bu
 
 /* Thread tid of T's share of the rows: their losses (reduction none) or their sum, returned. */
 static double KN(xe_fwd_part)(int simd, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t inner, OP3 x, const int64_t *t64,
-                              const int32_t *t32, const VT *w, int64_t ignore_index, VT eps, int reduction,
-                              double wall, VT *out, int *fail, int tid, int T) {
+                              const int32_t *t32, const VT *w, int64_t ignore_index, VT eps, int reduction, double wall,
+                              VT *out, int *fail, int tid, int T) {
     double total = 0.0;
     VT *buf = NULL;
     if (x.sn != 1 && !(buf = malloc((size_t)k * sizeof(VT)))) *fail = 1;
@@ -56,9 +56,9 @@ static double KN(xe_fwd_part)(int simd, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t i
     return total;
 }
 
-int PN(plast_xent_fwd)(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t k, ptrdiff_t inner, OP3 x,
-                       const int64_t *t64, const int32_t *t32, const VT *w, int64_t ignore_index, VT eps,
-                       int reduction, VT *out, int64_t *bad) {
+int PN(plast_xent_fwd)(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t k, ptrdiff_t inner, OP3 x, const int64_t *t64,
+                       const int32_t *t32, const VT *w, int64_t ignore_index, VT eps, int reduction, VT *out,
+                       int64_t *bad) {
     ptrdiff_t rows = outer * inner;
     double wsum = 0.0;
     int rc = KN(check_targets)(rows, k, t64, t32, w, ignore_index, &wsum, bad);
@@ -109,9 +109,9 @@ static void KN(xe_bw_part)(int simd, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t inne
     free(buf);
 }
 
-int PN(plast_xent_bw)(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t k, ptrdiff_t inner, OP3 x,
-                      const int64_t *t64, const int32_t *t32, const VT *w, int64_t ignore_index, VT eps,
-                      int reduction, const VT *g, OP3 gx, int64_t *bad) {
+int PN(plast_xent_bw)(int simd, int nthreads, ptrdiff_t outer, ptrdiff_t k, ptrdiff_t inner, OP3 x, const int64_t *t64,
+                      const int32_t *t32, const VT *w, int64_t ignore_index, VT eps, int reduction, const VT *g, OP3 gx,
+                      int64_t *bad) {
     ptrdiff_t rows = outer * inner;
     double wsum = 0.0;
     int rc = KN(check_targets)(rows, k, t64, t32, w, ignore_index, &wsum, bad);

@@ -27,8 +27,7 @@ VTARGET static VT VN(xe_wsum)(const VT *x, const VT *w, ptrdiff_t k) {
 }
 
 /* gx_c = scale * (exp(x_c - lse) * a - b * w_c)   (w NULL: w_c = 1) */
-VTARGET static void VN(xe_grad)(const VT *x, const VT *w, VT *gx, ptrdiff_t k, VT lse, VT scale, VT a,
-                                VT b) {
+VTARGET static void VN(xe_grad)(const VT *x, const VT *w, VT *gx, ptrdiff_t k, VT lse, VT scale, VT a, VT b) {
     vf lv = vset1(lse), sv = vset1(scale), av = vset1(a), bv = vset1(b);
     ptrdiff_t i = 0;
     for (; i + VW <= k; i += VW) {

@@ -9,7 +9,7 @@
 // must be contiguous; other strides are free. Outputs are contiguous.
 #include "common.cuh"
 
-#define ATT_ROWS 8  // warps per block
+#define ATT_ROWS 8 // warps per block
 
 
 template <int DCH>
@@ -50,7 +50,7 @@ __device__ __forceinline__ void attn_fwd_body(const float *q, const float *k, co
         for (int d = 0; d < DP; d++) sc += Qs[warp][d] * Ks[lane][d];
         sc = allowed ? sc : -Limits<float>::inf();
         const float mnew = fmaxf(m, warp_max(sc));
-        if (mnew == -Limits<float>::inf()) continue;  // nothing visible yet (warp-uniform)
+        if (mnew == -Limits<float>::inf()) continue; // nothing visible yet (warp-uniform)
         const float p = allowed ? __expf(sc - mnew) : 0.0f;
         const float corr = __expf(m - mnew);
         lsum = lsum * corr + warp_sum(p);
@@ -219,20 +219,20 @@ __device__ __forceinline__ void attn_bwd_q_body(const float *q, const float *k, 
     }
 }
 
-#define ATTN(DCH)                                                                                           \
-    extern "C" __global__ void __launch_bounds__(ATT_ROWS * 32)                                             \
-        attn_fwd_d##DCH(const float *q, const float *k, const float *v, float *o, float *lse, AttnArgs a) { \
-        attn_fwd_body<DCH>(q, k, v, o, lse, a);                                                             \
-    }                                                                                                       \
-    extern "C" __global__ void __launch_bounds__(ATT_ROWS * 32)                                             \
-        attn_bwd_kv_d##DCH(const float *q, const float *k, const float *v, const float *g, const float *lse, \
-                           const float *dlt, float *dk, float *dv, AttnArgs a) {                            \
-        attn_bwd_kv_body<DCH>(q, k, v, g, lse, dlt, dk, dv, a);                                             \
-    }                                                                                                       \
-    extern "C" __global__ void __launch_bounds__(ATT_ROWS * 32)                                             \
-        attn_bwd_q_d##DCH(const float *q, const float *k, const float *v, const float *g, const float *lse,  \
-                          const float *dlt, float *dq, AttnArgs a) {                                        \
-        attn_bwd_q_body<DCH>(q, k, v, g, lse, dlt, dq, a);                                                  \
+#define ATTN(DCH)                                                                                                      \
+    extern "C" __global__ void __launch_bounds__(ATT_ROWS * 32)                                                        \
+        attn_fwd_d##DCH(const float *q, const float *k, const float *v, float *o, float *lse, AttnArgs a) {            \
+        attn_fwd_body<DCH>(q, k, v, o, lse, a);                                                                        \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(ATT_ROWS * 32)                                                        \
+        attn_bwd_kv_d##DCH(const float *q, const float *k, const float *v, const float *g, const float *lse,           \
+                           const float *dlt, float *dk, float *dv, AttnArgs a) {                                       \
+        attn_bwd_kv_body<DCH>(q, k, v, g, lse, dlt, dk, dv, a);                                                        \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(ATT_ROWS * 32)                                                        \
+        attn_bwd_q_d##DCH(const float *q, const float *k, const float *v, const float *g, const float *lse,            \
+                          const float *dlt, float *dq, AttnArgs a) {                                                   \
+        attn_bwd_q_body<DCH>(q, k, v, g, lse, dlt, dq, a);                                                             \
     }
 ATTN(1)
 ATTN(2)

@@ -16,11 +16,11 @@ template <typename T>
 __device__ __forceinline__ T conv_a(const ConvArgs &p, const T *x, const T *w, const T *g, int64_t grp, int64_t m,
                                     int64_t k) {
     const int64_t Og = p.O / p.groups, Cg = p.C / p.groups, khw = p.kh * p.kw;
-    if (p.mode == 0) {  // weight[g*Og+m, c, i, j], k = (c, i, j)
+    if (p.mode == 0) { // weight[g*Og+m, c, i, j], k = (c, i, j)
         int64_t c = k / khw, r = k % khw;
         return w[(grp * Og + m) * p.ws[0] + c * p.ws[1] + (r / p.kw) * p.ws[2] + (r % p.kw) * p.ws[3]];
     }
-    if (p.mode == 1) {  // weight[g*Og+o, m, i, j], k = (o, i, j)
+    if (p.mode == 1) { // weight[g*Og+o, m, i, j], k = (o, i, j)
         int64_t o = k / khw, r = k % khw;
         return w[(grp * Og + o) * p.ws[0] + m * p.ws[1] + (r / p.kw) * p.ws[2] + (r % p.kw) * p.ws[3]];
     }
@@ -36,7 +36,7 @@ __device__ __forceinline__ T conv_b(const ConvArgs &p, const T *x, const T *w, c
     const int64_t Og = p.O / p.groups, Cg = p.C / p.groups, khw = p.kh * p.kw;
     if (p.mode == 0 || p.mode == 2) {
         int64_t c, i, j, n, ho, wo;
-        if (p.mode == 0) {  // k = (c, i, j), col = (n, ho, wo)
+        if (p.mode == 0) { // k = (c, i, j), col = (n, ho, wo)
             c = k / khw;
             i = (k % khw) / p.kw;
             j = k % p.kw;
@@ -44,7 +44,7 @@ __device__ __forceinline__ T conv_b(const ConvArgs &p, const T *x, const T *w, c
             n = col / hw;
             ho = (col % hw) / p.Wo;
             wo = col % p.Wo;
-        } else {  // k = (n, ho, wo), col = (c, i, j)
+        } else { // k = (n, ho, wo), col = (c, i, j)
             int64_t hw = p.Ho * p.Wo;
             n = k / hw;
             ho = (k % hw) / p.Wo;
@@ -85,14 +85,25 @@ __device__ __forceinline__ void conv_store(const ConvArgs &p, const T *bias, T *
 }
 
 template <typename T>
-__device__ __forceinline__ void conv_body(const T *x, const T *w, const T *g, const T *bias, T *out, const ConvArgs &p) {
+__device__ __forceinline__ void conv_body(const T *x, const T *w, const T *g, const T *bias, T *out,
+                                          const ConvArgs &p) {
     __shared__ T As[CBK][CBM + 1];
     __shared__ T Bs[CBK][CBN + 1];
     const int64_t Og = p.O / p.groups, Cg = p.C / p.groups, khw = p.kh * p.kw;
     int64_t M, N, K;
-    if (p.mode == 0) { M = Og; N = p.batch * p.Ho * p.Wo; K = Cg * khw; }
-    else if (p.mode == 1) { M = Cg; N = p.batch * p.H * p.W; K = Og * khw; }
-    else { M = Og; N = Cg * khw; K = p.batch * p.Ho * p.Wo; }
+    if (p.mode == 0) {
+        M = Og;
+        N = p.batch * p.Ho * p.Wo;
+        K = Cg * khw;
+    } else if (p.mode == 1) {
+        M = Cg;
+        N = p.batch * p.H * p.W;
+        K = Og * khw;
+    } else {
+        M = Og;
+        N = Cg * khw;
+        K = p.batch * p.Ho * p.Wo;
+    }
     const int64_t grp = blockIdx.z;
     const int64_t m0 = (int64_t)blockIdx.y * CBM, n0 = (int64_t)blockIdx.x * CBN;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -137,11 +148,11 @@ __device__ __forceinline__ void conv_body(const T *x, const T *w, const T *g, co
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) conv2d_f32(const float *x, const float *w, const float *g,
-                                                             const float *bias, float *out, ConvArgs p) {
+extern "C" __global__ void __launch_bounds__(256)
+    conv2d_f32(const float *x, const float *w, const float *g, const float *bias, float *out, ConvArgs p) {
     conv_body<float>(x, w, g, bias, out, p);
 }
-extern "C" __global__ void __launch_bounds__(256) conv2d_f64(const double *x, const double *w, const double *g,
-                                                             const double *bias, double *out, ConvArgs p) {
+extern "C" __global__ void __launch_bounds__(256)
+    conv2d_f64(const double *x, const double *w, const double *g, const double *bias, double *out, ConvArgs p) {
     conv_body<double>(x, w, g, bias, out, p);
 }

@@ -9,8 +9,19 @@
 
 // ---- binary -------------------------------------------------------------------------------------------------
 enum BinOp {
-    B_ADD = 0, B_SUB = 1, B_MUL = 2, B_DIV = 3, B_MAX = 4, B_MIN = 5, B_POW = 6, B_FLOORDIV = 7,
-    B_REMAINDER = 8, B_FMOD = 9, B_BITAND = 10, B_BITOR = 11, B_BITXOR = 12,
+    B_ADD = 0,
+    B_SUB = 1,
+    B_MUL = 2,
+    B_DIV = 3,
+    B_MAX = 4,
+    B_MIN = 5,
+    B_POW = 6,
+    B_FLOORDIV = 7,
+    B_REMAINDER = 8,
+    B_FMOD = 9,
+    B_BITAND = 10,
+    B_BITOR = 11,
+    B_BITXOR = 12,
 };
 
 template <typename T> __device__ __forceinline__ bool is_nan(T v) { return v != v; }
@@ -49,11 +60,10 @@ template <typename T> __device__ __forceinline__ T float_binary(int op, T a, T b
     }
 }
 
-template <typename T>
-__device__ __forceinline__ T int_binary(int op, T a, T b, int64_t *err, int64_t pos) {
+template <typename T> __device__ __forceinline__ T int_binary(int op, T a, T b, int64_t *err, int64_t pos) {
     typedef typename std::conditional<sizeof(T) == 8, unsigned long long, unsigned int>::type U;
     switch (op) {
-    case B_ADD: return (T)((U)a + (U)b);  // wraps around, as in torch
+    case B_ADD: return (T)((U)a + (U)b); // wraps around, as in torch
     case B_SUB: return (T)((U)a - (U)b);
     case B_MUL: return (T)((U)a * (U)b);
     case B_MAX: return a > b ? a : b;
@@ -74,7 +84,7 @@ __device__ __forceinline__ T int_binary(int op, T a, T b, int64_t *err, int64_t 
             plast_set_error(err, PLAST_ERR_ZERO_DIV, (int64_t)a, 0, pos);
             return 0;
         }
-        if (b == -1) return op == B_FLOORDIV ? (T)(U(0) - (U)a) : T(0);  // no overflow trap on MIN / -1
+        if (b == -1) return op == B_FLOORDIV ? (T)(U(0) - (U)a) : T(0); // no overflow trap on MIN / -1
         T q = a / b, r = a % b;
         if (op == B_FMOD) return r;
         bool adjust = r != 0 && ((r < 0) != (b < 0));
@@ -87,23 +97,34 @@ __device__ __forceinline__ T int_binary(int op, T a, T b, int64_t *err, int64_t 
     }
 }
 
-template <typename T> struct IsFloat { static const bool value = false; };
-template <> struct IsFloat<float> { static const bool value = true; };
-template <> struct IsFloat<double> { static const bool value = true; };
+template <typename T> struct IsFloat {
+    static const bool value = false;
+};
+template <> struct IsFloat<float> {
+    static const bool value = true;
+};
+template <> struct IsFloat<double> {
+    static const bool value = true;
+};
 
 // bool: add/max/or -> or, mul/min/and -> and, sub/xor -> xor (torch's rules for bool tensors)
 __device__ __forceinline__ uint8_t bool_binary(int op, uint8_t a, uint8_t b) {
     bool x = a != 0, y = b != 0;
     switch (op) {
-    case B_ADD: case B_MAX: case B_BITOR: return x || y;
-    case B_MUL: case B_MIN: case B_BITAND: case B_POW: return op == B_POW ? (x || !y) : (x && y);
+    case B_ADD:
+    case B_MAX:
+    case B_BITOR: return x || y;
+    case B_MUL:
+    case B_MIN:
+    case B_BITAND:
+    case B_POW: return op == B_POW ? (x || !y) : (x && y);
     default: return x != y;
     }
 }
 
 template <typename T>
-__device__ __forceinline__ void binary_body(int op, const T *a, Layout la, const T *b, Layout lb, T *out,
-                                            Layout lo, int64_t n, int64_t *err) {
+__device__ __forceinline__ void binary_body(int op, const T *a, Layout la, const T *b, Layout lb, T *out, Layout lo,
+                                            int64_t n, int64_t *err) {
     PLAST_GRID_LOOP(i, n) {
         T x = a[layout_offset(la, i)], y = b[layout_offset(lb, i)];
         T r;
@@ -140,10 +161,34 @@ __device__ __forceinline__ void compare_body(int op, const T *a, Layout la, cons
 
 // ---- unary --------------------------------------------------------------------------------------------------
 enum UnOp {
-    U_EXP = 0, U_LOG = 1, U_LOG1P = 2, U_SQRT = 3, U_SIN = 4, U_COS = 5, U_TANH = 6, U_SIGMOID = 7, U_ABS = 8,
-    U_SIGN = 9, U_RELU = 10, U_ERF = 11, U_NEG = 12, U_FLOOR = 13, U_CEIL = 14, U_TRUNC = 15, U_ROUND = 16,
-    U_EXP2 = 17, U_LOG2 = 18, U_LOG10 = 19, U_EXPM1 = 20, U_GELU_ERF = 21, U_GELU_TANH = 22, U_SILU = 23,
-    U_BITNOT = 24, U_RECIPROCAL = 25, U_RSQRT = 26, U_SQUARE = 27,
+    U_EXP = 0,
+    U_LOG = 1,
+    U_LOG1P = 2,
+    U_SQRT = 3,
+    U_SIN = 4,
+    U_COS = 5,
+    U_TANH = 6,
+    U_SIGMOID = 7,
+    U_ABS = 8,
+    U_SIGN = 9,
+    U_RELU = 10,
+    U_ERF = 11,
+    U_NEG = 12,
+    U_FLOOR = 13,
+    U_CEIL = 14,
+    U_TRUNC = 15,
+    U_ROUND = 16,
+    U_EXP2 = 17,
+    U_LOG2 = 18,
+    U_LOG10 = 19,
+    U_EXPM1 = 20,
+    U_GELU_ERF = 21,
+    U_GELU_TANH = 22,
+    U_SILU = 23,
+    U_BITNOT = 24,
+    U_RECIPROCAL = 25,
+    U_RSQRT = 26,
+    U_SQUARE = 27,
 };
 
 template <typename T> __device__ __forceinline__ T float_unary(int op, T x, int decimals) {
@@ -155,7 +200,7 @@ template <typename T> __device__ __forceinline__ T float_unary(int op, T x, int 
     case U_SIN: return sin(x);
     case U_COS: return cos(x);
     case U_TANH: return tanh(x);
-    case U_SIGMOID: return T(0.5) * (T(1) + tanh(T(0.5) * x));  // the CPU's formula
+    case U_SIGMOID: return T(0.5) * (T(1) + tanh(T(0.5) * x)); // the CPU's formula
     case U_ABS: return fabs(x);
     case U_SIGN: return is_nan(x) ? x : (x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)));
     case U_RELU: return is_nan(x) ? x : (x > T(0) ? x : T(0));
@@ -171,11 +216,11 @@ template <typename T> __device__ __forceinline__ T float_unary(int op, T x, int 
     }
     case U_EXP2: return exp2(x);
     case U_LOG2: return log2(x);
-    case U_LOG10: return (T)log10((double)x);  // the CPU computes log10 in double too
+    case U_LOG10: return (T)log10((double)x); // the CPU computes log10 in double too
     case U_EXPM1: return expm1(x);
     case U_GELU_ERF: return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
     case U_GELU_TANH: {
-        const T k = T(0.79788456080286535588);  // sqrt(2 / pi)
+        const T k = T(0.79788456080286535588); // sqrt(2 / pi)
         return T(0.5) * x * (T(1) + tanh(k * (x + T(0.044715) * x * x * x)));
     }
     case U_SILU: return x / (T(1) + exp(-x));
@@ -194,18 +239,18 @@ template <typename T> __device__ __forceinline__ T int_unary(int op, T x) {
     case U_NEG: return -x;
     case U_BITNOT: return ~x;
     case U_SQUARE: return x * x;
-    default: return x;  // floor/ceil/trunc/round of an integer is itself
+    default: return x; // floor/ceil/trunc/round of an integer is itself
     }
 }
 
 template <typename T>
-__device__ __forceinline__ void unary_body(int op, const T *x, Layout lx, T *out, Layout lo, int64_t n,
-                                           int decimals) {
+__device__ __forceinline__ void unary_body(int op, const T *x, Layout lx, T *out, Layout lo, int64_t n, int decimals) {
     PLAST_GRID_LOOP(i, n) {
         T v = x[layout_offset(lx, i)];
         T r;
         if constexpr (IsFloat<T>::value) r = float_unary<T>(op, v, decimals);
-        else if constexpr (sizeof(T) == 1) r = (op == U_BITNOT || op == U_NEG) ? (v == 0) : (op == U_SIGN ? (v != 0) : v);
+        else if constexpr (sizeof(T) == 1)
+            r = (op == U_BITNOT || op == U_NEG) ? (v == 0) : (op == U_SIGN ? (v != 0) : v);
         else r = int_unary<T>(op, v);
         out[layout_offset(lo, i)] = r;
     }
@@ -292,8 +337,7 @@ __device__ __forceinline__ void tril_body(const T *x, Layout lx, T *out, int64_t
 }
 
 // out = (u >= p) * scale
-template <typename T>
-__device__ __forceinline__ void dropout_mask_body(const T *u, T *out, int64_t n, T p, T scale) {
+template <typename T> __device__ __forceinline__ void dropout_mask_body(const T *u, T *out, int64_t n, T p, T scale) {
     PLAST_GRID_LOOP(i, n) out[i] = u[i] >= p ? scale : T(0);
 }
 
@@ -304,34 +348,33 @@ __device__ __forceinline__ void mask_to_additive_body(const uint8_t *m, Layout l
 }
 
 // ---- instantiations -------------------------------------------------------------------------------------------
-#define BINARY(SUF, T)                                                                                      \
-    extern "C" __global__ void binary_##SUF(int op, const T *a, Layout la, const T *b, Layout lb, T *out,   \
-                                            Layout lo, int64_t n, int64_t *err) {                           \
-        binary_body<T>(op, a, la, b, lb, out, lo, n, err);                                                  \
-    }                                                                                                       \
-    extern "C" __global__ void compare_##SUF(int op, const T *a, Layout la, const T *b, Layout lb,          \
-                                             uint8_t *out, Layout lo, int64_t n) {                          \
-        compare_body<T>(op, a, la, b, lb, out, lo, n);                                                      \
-    }                                                                                                       \
-    extern "C" __global__ void unary_##SUF(int op, const T *x, Layout lx, T *out, Layout lo, int64_t n,     \
-                                           int decimals) {                                                  \
-        unary_body<T>(op, x, lx, out, lo, n, decimals);                                                     \
-    }                                                                                                       \
-    extern "C" __global__ void predicate_##SUF(int op, const T *x, Layout lx, uint8_t *out, Layout lo,      \
-                                               int64_t n) {                                                 \
-        predicate_body<T>(op, x, lx, out, lo, n);                                                           \
-    }                                                                                                       \
-    extern "C" __global__ void where_##SUF(const uint8_t *c, Layout lc, const T *a, Layout la, const T *b,  \
-                                           Layout lb, T *out, Layout lo, int64_t n) {                       \
-        where_body<T>(c, lc, a, la, b, lb, out, lo, n);                                                     \
-    }                                                                                                       \
-    extern "C" __global__ void clamp_##SUF(const T *x, Layout lx, const T *mn, Layout lmn, const T *mx,     \
-                                           Layout lmx, T *out, Layout lo, int64_t n) {                      \
-        clamp_body<T>(x, lx, mn, lmn, mx, lmx, out, lo, n);                                                 \
-    }                                                                                                       \
-    extern "C" __global__ void tril_##SUF(const T *x, Layout lx, T *out, int64_t n, int64_t rows,           \
-                                          int64_t cols, int64_t k, int upper) {                             \
-        tril_body<T>(x, lx, out, n, rows, cols, k, upper);                                                  \
+#define BINARY(SUF, T)                                                                                                 \
+    extern "C" __global__ void binary_##SUF(int op, const T *a, Layout la, const T *b, Layout lb, T *out, Layout lo,   \
+                                            int64_t n, int64_t *err) {                                                 \
+        binary_body<T>(op, a, la, b, lb, out, lo, n, err);                                                             \
+    }                                                                                                                  \
+    extern "C" __global__ void compare_##SUF(int op, const T *a, Layout la, const T *b, Layout lb, uint8_t *out,       \
+                                             Layout lo, int64_t n) {                                                   \
+        compare_body<T>(op, a, la, b, lb, out, lo, n);                                                                 \
+    }                                                                                                                  \
+    extern "C" __global__ void unary_##SUF(int op, const T *x, Layout lx, T *out, Layout lo, int64_t n,                \
+                                           int decimals) {                                                             \
+        unary_body<T>(op, x, lx, out, lo, n, decimals);                                                                \
+    }                                                                                                                  \
+    extern "C" __global__ void predicate_##SUF(int op, const T *x, Layout lx, uint8_t *out, Layout lo, int64_t n) {    \
+        predicate_body<T>(op, x, lx, out, lo, n);                                                                      \
+    }                                                                                                                  \
+    extern "C" __global__ void where_##SUF(const uint8_t *c, Layout lc, const T *a, Layout la, const T *b, Layout lb,  \
+                                           T *out, Layout lo, int64_t n) {                                             \
+        where_body<T>(c, lc, a, la, b, lb, out, lo, n);                                                                \
+    }                                                                                                                  \
+    extern "C" __global__ void clamp_##SUF(const T *x, Layout lx, const T *mn, Layout lmn, const T *mx, Layout lmx,    \
+                                           T *out, Layout lo, int64_t n) {                                             \
+        clamp_body<T>(x, lx, mn, lmn, mx, lmx, out, lo, n);                                                            \
+    }                                                                                                                  \
+    extern "C" __global__ void tril_##SUF(const T *x, Layout lx, T *out, int64_t n, int64_t rows, int64_t cols,        \
+                                          int64_t k, int upper) {                                                      \
+        tril_body<T>(x, lx, out, n, rows, cols, k, upper);                                                             \
     }
 
 BINARY(u8, uint8_t)
@@ -340,24 +383,24 @@ BINARY(i64, int64_t)
 BINARY(f32, float)
 BINARY(f64, double)
 
-#define FLOAT_ONLY(SUF, T)                                                                                  \
-    extern "C" __global__ void dropout_mask_##SUF(const T *u, T *out, int64_t n, T p, T scale) {            \
-        dropout_mask_body<T>(u, out, n, p, scale);                                                          \
-    }                                                                                                       \
-    extern "C" __global__ void mask_to_additive_##SUF(const uint8_t *m, Layout lm, T *out, int64_t n) {     \
-        mask_to_additive_body<T>(m, lm, out, n);                                                            \
+#define FLOAT_ONLY(SUF, T)                                                                                             \
+    extern "C" __global__ void dropout_mask_##SUF(const T *u, T *out, int64_t n, T p, T scale) {                       \
+        dropout_mask_body<T>(u, out, n, p, scale);                                                                     \
+    }                                                                                                                  \
+    extern "C" __global__ void mask_to_additive_##SUF(const uint8_t *m, Layout lm, T *out, int64_t n) {                \
+        mask_to_additive_body<T>(m, lm, out, n);                                                                       \
     }
 
 FLOAT_ONLY(f32, float)
 FLOAT_ONLY(f64, double)
 
-#define COPY(SS, S, DS, D)                                                                                  \
-    extern "C" __global__ void copy_##SS##_##DS(const S *x, Layout lx, D *out, Layout lo, int64_t n) {      \
-        copy_body<S, D>(x, lx, out, lo, n);                                                                 \
+#define COPY(SS, S, DS, D)                                                                                             \
+    extern "C" __global__ void copy_##SS##_##DS(const S *x, Layout lx, D *out, Layout lo, int64_t n) {                 \
+        copy_body<S, D>(x, lx, out, lo, n);                                                                            \
     }
-#define COPY_FROM(SS, S)                                                                                    \
-    COPY(SS, S, u8, uint8_t) COPY(SS, S, i32, int32_t) COPY(SS, S, i64, int64_t) COPY(SS, S, f32, float)    \
-    COPY(SS, S, f64, double)
+#define COPY_FROM(SS, S)                                                                                               \
+    COPY(SS, S, u8, uint8_t)                                                                                           \
+    COPY(SS, S, i32, int32_t) COPY(SS, S, i64, int64_t) COPY(SS, S, f32, float) COPY(SS, S, f64, double)
 
 COPY_FROM(u8, uint8_t)
 COPY_FROM(i32, int32_t)
@@ -366,5 +409,9 @@ COPY_FROM(f32, float)
 COPY_FROM(f64, double)
 
 extern "C" __global__ void fill_b1(uint8_t *out, Layout lo, int64_t n, uint8_t v) { fill_body<uint8_t>(out, lo, n, v); }
-extern "C" __global__ void fill_b4(uint32_t *out, Layout lo, int64_t n, uint32_t v) { fill_body<uint32_t>(out, lo, n, v); }
-extern "C" __global__ void fill_b8(uint64_t *out, Layout lo, int64_t n, uint64_t v) { fill_body<uint64_t>(out, lo, n, v); }
+extern "C" __global__ void fill_b4(uint32_t *out, Layout lo, int64_t n, uint32_t v) {
+    fill_body<uint32_t>(out, lo, n, v);
+}
+extern "C" __global__ void fill_b8(uint64_t *out, Layout lo, int64_t n, uint64_t v) {
+    fill_body<uint64_t>(out, lo, n, v);
+}

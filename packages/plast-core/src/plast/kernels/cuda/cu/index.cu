@@ -6,7 +6,7 @@
 #include "common.cuh"
 
 __device__ __forceinline__ int64_t load_index(const void *idx, int i64, int64_t off) {
-    return i64 ? static_cast<const int64_t *>(idx)[off] : (int64_t) static_cast<const int32_t *>(idx)[off];
+    return i64 ? static_cast<const int64_t *>(idx)[off] : (int64_t)static_cast<const int32_t *>(idx)[off];
 }
 
 // checked (and, with wrap, negative-wrapped) index; returns -1 and flags the error when out of range
@@ -41,8 +41,8 @@ template <> __device__ __forceinline__ void atomic_add<int64_t>(int64_t *p, int6
 // gw (V, D), zeroed by the launcher: gw[ids[i], :] += g[i, :] (rows of padding_idx stay zero)
 template <typename T>
 __device__ __forceinline__ void embedding_bwd_body(const T *g, Layout lg, const void *ids, int i64, Layout lid,
-                                                   int64_t n_ids, T *gw, int64_t V, int64_t D,
-                                                   int64_t padding_idx, int64_t *err) {
+                                                   int64_t n_ids, T *gw, int64_t V, int64_t D, int64_t padding_idx,
+                                                   int64_t *err) {
     for (int64_t r = blockIdx.x; r < n_ids; r += gridDim.x) {
         int64_t id = load_index(ids, i64, layout_offset(lid, r));
         if (id < 0 || id >= V) {
@@ -50,7 +50,8 @@ __device__ __forceinline__ void embedding_bwd_body(const T *g, Layout lg, const 
             continue;
         }
         if (id == padding_idx) continue;
-        for (int64_t d = threadIdx.x; d < D; d += blockDim.x) atomic_add<T>(gw + id * D + d, g[layout_offset(lg, r * D + d)]);
+        for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
+            atomic_add<T>(gw + id * D + d, g[layout_offset(lg, r * D + d)]);
     }
 }
 
@@ -104,30 +105,28 @@ __device__ __forceinline__ void scatter_body(const T *src, Layout ls, Indices ix
     }
 }
 
-#define INDEX_FLOAT(SUF, T)                                                                                 \
-    extern "C" __global__ void embedding_fwd_##SUF(const void *ids, int i64, Layout lid, int64_t n_ids,     \
-                                                   const T *w, int64_t V, int64_t D, int64_t sw0,           \
-                                                   int64_t sw1, T *out, int64_t padding_idx,                \
-                                                   int zero_padding, int64_t *err) {                        \
-        embedding_fwd_body<T>(ids, i64, lid, n_ids, w, V, D, sw0, sw1, out, padding_idx, zero_padding, err); \
-    }                                                                                                       \
-    extern "C" __global__ void embedding_bwd_##SUF(const T *g, Layout lg, const void *ids, int i64,         \
-                                                   Layout lid, int64_t n_ids, T *gw, int64_t V, int64_t D,  \
-                                                   int64_t padding_idx, int64_t *err) {                     \
-        embedding_bwd_body<T>(g, lg, ids, i64, lid, n_ids, gw, V, D, padding_idx, err);                     \
+#define INDEX_FLOAT(SUF, T)                                                                                            \
+    extern "C" __global__ void embedding_fwd_##SUF(const void *ids, int i64, Layout lid, int64_t n_ids, const T *w,    \
+                                                   int64_t V, int64_t D, int64_t sw0, int64_t sw1, T *out,             \
+                                                   int64_t padding_idx, int zero_padding, int64_t *err) {              \
+        embedding_fwd_body<T>(ids, i64, lid, n_ids, w, V, D, sw0, sw1, out, padding_idx, zero_padding, err);           \
+    }                                                                                                                  \
+    extern "C" __global__ void embedding_bwd_##SUF(const T *g, Layout lg, const void *ids, int i64, Layout lid,        \
+                                                   int64_t n_ids, T *gw, int64_t V, int64_t D, int64_t padding_idx,    \
+                                                   int64_t *err) {                                                     \
+        embedding_bwd_body<T>(g, lg, ids, i64, lid, n_ids, gw, V, D, padding_idx, err);                                \
     }
 
 INDEX_FLOAT(f32, float)
 INDEX_FLOAT(f64, double)
 
-#define GATHER(SUF, T)                                                                                      \
-    extern "C" __global__ void gather_##SUF(const T *x, Layout lx, Indices ix, T *out, int64_t n,           \
-                                            int64_t *err) {                                                 \
-        gather_body<T>(x, lx, ix, out, n, err);                                                             \
-    }                                                                                                       \
-    extern "C" __global__ void scatter_##SUF(const T *src, Layout ls, Indices ix, T *out, Layout lo,        \
-                                             int64_t n, int accumulate, int64_t *err) {                     \
-        scatter_body<T>(src, ls, ix, out, lo, n, accumulate, err);                                          \
+#define GATHER(SUF, T)                                                                                                 \
+    extern "C" __global__ void gather_##SUF(const T *x, Layout lx, Indices ix, T *out, int64_t n, int64_t *err) {      \
+        gather_body<T>(x, lx, ix, out, n, err);                                                                        \
+    }                                                                                                                  \
+    extern "C" __global__ void scatter_##SUF(const T *src, Layout ls, Indices ix, T *out, Layout lo, int64_t n,        \
+                                             int accumulate, int64_t *err) {                                           \
+        scatter_body<T>(src, ls, ix, out, lo, n, accumulate, err);                                                     \
     }
 
 GATHER(i32, int32_t)
@@ -136,8 +135,7 @@ GATHER(f32, float)
 GATHER(f64, double)
 
 // bool: gather and plain stores only (no atomic add on single bytes)
-extern "C" __global__ void gather_u8(const uint8_t *x, Layout lx, Indices ix, uint8_t *out, int64_t n,
-                                     int64_t *err) {
+extern "C" __global__ void gather_u8(const uint8_t *x, Layout lx, Indices ix, uint8_t *out, int64_t n, int64_t *err) {
     gather_body<uint8_t>(x, lx, ix, out, n, err);
 }
 extern "C" __global__ void scatter_store_u8(const uint8_t *src, Layout ls, Indices ix, uint8_t *out, Layout lo,

@@ -61,8 +61,8 @@ __device__ __forceinline__ void layer_norm_bwd_rows_body(const T *gy, const T *x
 
 // gw[j] = sum_r gy[r, j] * xhat[r, j], gb[j] = sum_r gy[r, j]. Block (32, 8): 32 columns, 8 row groups.
 template <typename T>
-__device__ __forceinline__ void layer_norm_bwd_cols_body(const T *gy, const T *x, const T *mean, const T *rstd,
-                                                         T *gw, T *gb, int64_t rows, int64_t N) {
+__device__ __forceinline__ void layer_norm_bwd_cols_body(const T *gy, const T *x, const T *mean, const T *rstd, T *gw,
+                                                         T *gb, int64_t rows, int64_t N) {
     __shared__ T sw[8][33], sb[8][33];
     const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
     T aw = T(0), ab = T(0);
@@ -86,20 +86,18 @@ __device__ __forceinline__ void layer_norm_bwd_cols_body(const T *gy, const T *x
     }
 }
 
-#define LAYER_NORM(SUF, T)                                                                                  \
-    extern "C" __global__ void layer_norm_fwd_##SUF(const T *x, const T *w, const T *b, T *y, T *mean,      \
-                                                    T *rstd, int64_t rows, int64_t N, T eps) {              \
-        layer_norm_fwd_body<T>(x, w, b, y, mean, rstd, rows, N, eps);                                       \
-    }                                                                                                       \
-    extern "C" __global__ void layer_norm_bwd_rows_##SUF(const T *gy, const T *x, const T *mean,            \
-                                                         const T *rstd, const T *w, T *gx, int64_t rows,    \
-                                                         int64_t N) {                                       \
-        layer_norm_bwd_rows_body<T>(gy, x, mean, rstd, w, gx, rows, N);                                     \
-    }                                                                                                       \
-    extern "C" __global__ void layer_norm_bwd_cols_##SUF(const T *gy, const T *x, const T *mean,            \
-                                                         const T *rstd, T *gw, T *gb, int64_t rows,         \
-                                                         int64_t N) {                                       \
-        layer_norm_bwd_cols_body<T>(gy, x, mean, rstd, gw, gb, rows, N);                                    \
+#define LAYER_NORM(SUF, T)                                                                                             \
+    extern "C" __global__ void layer_norm_fwd_##SUF(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd,        \
+                                                    int64_t rows, int64_t N, T eps) {                                  \
+        layer_norm_fwd_body<T>(x, w, b, y, mean, rstd, rows, N, eps);                                                  \
+    }                                                                                                                  \
+    extern "C" __global__ void layer_norm_bwd_rows_##SUF(const T *gy, const T *x, const T *mean, const T *rstd,        \
+                                                         const T *w, T *gx, int64_t rows, int64_t N) {                 \
+        layer_norm_bwd_rows_body<T>(gy, x, mean, rstd, w, gx, rows, N);                                                \
+    }                                                                                                                  \
+    extern "C" __global__ void layer_norm_bwd_cols_##SUF(const T *gy, const T *x, const T *mean, const T *rstd, T *gw, \
+                                                         T *gb, int64_t rows, int64_t N) {                             \
+        layer_norm_bwd_cols_body<T>(gy, x, mean, rstd, gw, gb, rows, N);                                               \
     }
 LAYER_NORM(f32, float)
 LAYER_NORM(f64, double)

@@ -11,15 +11,14 @@
 enum LossKind { K_INDEX = 0, K_PROB = 1, K_NLL = 2 };
 
 __device__ __forceinline__ int64_t load_target(const void *t, int t64, int64_t off) {
-    return t64 ? static_cast<const int64_t *>(t)[off] : (int64_t) static_cast<const int32_t *>(t)[off];
+    return t64 ? static_cast<const int64_t *>(t)[off] : (int64_t)static_cast<const int32_t *>(t)[off];
 }
 
 // Per row: nll[m], smooth[m] and the target weight wt[m] (0 for ignored rows).
 template <typename T>
 __device__ __forceinline__ void loss_rows_body(int kind, const T *x, Layout lx, int64_t sk, int64_t K, int64_t M,
                                                const void *target, int t64, Layout lt, int64_t st, const T *w,
-                                               int64_t ignore_index, T eps, T *nll, T *smooth, T *wt,
-                                               int64_t *err) {
+                                               int64_t ignore_index, T eps, T *nll, T *smooth, T *wt, int64_t *err) {
     __shared__ T scratch[32];
     for (int64_t m = blockIdx.x; m < M; m += gridDim.x) {
         const T *xr = x + layout_offset(lx, m);
@@ -80,8 +79,8 @@ __device__ __forceinline__ void loss_rows_body(int kind, const T *x, Layout lx, 
 // One block: reduce the per-row terms into the loss (sum / mean), or write the rows (none).
 // index kind: loss = (1 - eps) * sum(nll) / dn + eps / K * sum(smooth) / dn, dn = sum(wt) for mean.
 template <typename T>
-__device__ __forceinline__ void loss_finish_body(int kind, int reduction, const T *nll, const T *smooth,
-                                                 const T *wt, int64_t M, int64_t K, T eps, T *out) {
+__device__ __forceinline__ void loss_finish_body(int kind, int reduction, const T *nll, const T *smooth, const T *wt,
+                                                 int64_t M, int64_t K, T eps, T *out) {
     __shared__ T scratch[32];
     const bool smoothing = kind == K_INDEX && eps != T(0);
     if (reduction == PLAST_RED_NONE) {
@@ -113,11 +112,10 @@ __device__ __forceinline__ void loss_finish_body(int kind, int reduction, const 
 // C for probability targets: ((1 - eps) t_c + eps / K) w_c, divided by M for mean.
 // `dn` points at the mean divisor (sum of target weights), computed by loss_rows + a sum on the device.
 template <typename T>
-__device__ __forceinline__ void loss_bwd_body(int mode, int kind, int reduction, const T *g, Layout lg,
-                                              const T *x, Layout lx, int64_t sk, int64_t K, int64_t M,
-                                              const void *target, int t64, Layout lt, int64_t st, const T *w,
-                                              int64_t ignore_index, T eps, const T *dn_ptr, T *out, Layout lo,
-                                              int64_t so, int64_t *err) {
+__device__ __forceinline__ void loss_bwd_body(int mode, int kind, int reduction, const T *g, Layout lg, const T *x,
+                                              Layout lx, int64_t sk, int64_t K, int64_t M, const void *target, int t64,
+                                              Layout lt, int64_t st, const T *w, int64_t ignore_index, T eps,
+                                              const T *dn_ptr, T *out, Layout lo, int64_t so, int64_t *err) {
     __shared__ T scratch[32];
     T dn = T(1);
     if (reduction == PLAST_RED_MEAN) dn = kind == K_PROB ? T(M) : *dn_ptr;
@@ -163,7 +161,8 @@ __device__ __forceinline__ void loss_bwd_body(int mode, int kind, int reduction,
             ws = block_sum<T>(ws, scratch);
             const T S = ct + (ok ? eps / T(K) * ws / dn : T(0));
             for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-                T c = (k == t ? ct : T(0)) + (ok && eps != T(0) ? eps / T(K) * (w != nullptr ? w[k] : T(1)) / dn : T(0));
+                T c =
+                    (k == t ? ct : T(0)) + (ok && eps != T(0) ? eps / T(K) * (w != nullptr ? w[k] : T(1)) / dn : T(0));
                 orow[k * so] = mode == 0 ? gm * (exp(xr[k * sk] - lse) * S - c) : c;
             }
         }
@@ -171,25 +170,22 @@ __device__ __forceinline__ void loss_bwd_body(int mode, int kind, int reduction,
     }
 }
 
-#define LOSS(SUF, T)                                                                                        \
-    extern "C" __global__ void loss_rows_##SUF(int kind, const T *x, Layout lx, int64_t sk, int64_t K,      \
-                                               int64_t M, const void *target, int t64, Layout lt,           \
-                                               int64_t st, const T *w, int64_t ignore_index, T eps, T *nll, \
-                                               T *smooth, T *wt, int64_t *err) {                            \
-        loss_rows_body<T>(kind, x, lx, sk, K, M, target, t64, lt, st, w, ignore_index, eps, nll, smooth, wt, \
-                          err);                                                                             \
-    }                                                                                                       \
-    extern "C" __global__ void loss_finish_##SUF(int kind, int reduction, const T *nll, const T *smooth,    \
-                                                 const T *wt, int64_t M, int64_t K, T eps, T *out) {        \
-        loss_finish_body<T>(kind, reduction, nll, smooth, wt, M, K, eps, out);                              \
-    }                                                                                                       \
-    extern "C" __global__ void loss_bwd_##SUF(int mode, int kind, int reduction, const T *g, Layout lg,     \
-                                              const T *x, Layout lx, int64_t sk, int64_t K, int64_t M,      \
-                                              const void *target, int t64, Layout lt, int64_t st,           \
-                                              const T *w, int64_t ignore_index, T eps, const T *dn,         \
-                                              T *out, Layout lo, int64_t so, int64_t *err) {                \
-        loss_bwd_body<T>(mode, kind, reduction, g, lg, x, lx, sk, K, M, target, t64, lt, st, w,            \
-                         ignore_index, eps, dn, out, lo, so, err);                                          \
+#define LOSS(SUF, T)                                                                                                   \
+    extern "C" __global__ void loss_rows_##SUF(int kind, const T *x, Layout lx, int64_t sk, int64_t K, int64_t M,      \
+                                               const void *target, int t64, Layout lt, int64_t st, const T *w,         \
+                                               int64_t ignore_index, T eps, T *nll, T *smooth, T *wt, int64_t *err) {  \
+        loss_rows_body<T>(kind, x, lx, sk, K, M, target, t64, lt, st, w, ignore_index, eps, nll, smooth, wt, err);     \
+    }                                                                                                                  \
+    extern "C" __global__ void loss_finish_##SUF(int kind, int reduction, const T *nll, const T *smooth, const T *wt,  \
+                                                 int64_t M, int64_t K, T eps, T *out) {                                \
+        loss_finish_body<T>(kind, reduction, nll, smooth, wt, M, K, eps, out);                                         \
+    }                                                                                                                  \
+    extern "C" __global__ void loss_bwd_##SUF(int mode, int kind, int reduction, const T *g, Layout lg, const T *x,    \
+                                              Layout lx, int64_t sk, int64_t K, int64_t M, const void *target,         \
+                                              int t64, Layout lt, int64_t st, const T *w, int64_t ignore_index, T eps, \
+                                              const T *dn, T *out, Layout lo, int64_t so, int64_t *err) {              \
+        loss_bwd_body<T>(mode, kind, reduction, g, lg, x, lx, sk, K, M, target, t64, lt, st, w, ignore_index, eps, dn, \
+                         out, lo, so, err);                                                                            \
     }
 LOSS(f32, float)
 LOSS(f64, double)
@@ -251,21 +247,21 @@ template <typename T> __device__ __forceinline__ void bce_finish_body(const T *t
     if (threadIdx.x == 0) out[0] = mean ? acc / T(n) : acc;
 }
 
-#define BCE(SUF, T)                                                                                         \
-    extern "C" __global__ void bce_##SUF(const T *x, Layout lx, const T *t, Layout lt, const T *w, Layout lw, \
-                                         T *out, int64_t n, int64_t *err) {                                 \
-        bce_body<T>(x, lx, t, lt, w, lw, out, n, err);                                                      \
-    }                                                                                                       \
-    extern "C" __global__ void bce_logits_##SUF(const T *x, Layout lx, const T *t, Layout lt, const T *w,   \
-                                                Layout lw, const T *pw, Layout lpw, T *out, int64_t n) {    \
-        bce_logits_body<T>(x, lx, t, lt, w, lw, pw, lpw, out, n);                                           \
-    }                                                                                                       \
-    extern "C" __global__ void bce_bwd_##SUF(const T *g, Layout lg, const T *x, Layout lx, const T *t,      \
-                                             Layout lt, const T *w, Layout lw, T *out, int64_t n) {         \
-        bce_bwd_body<T>(g, lg, x, lx, t, lt, w, lw, out, n);                                                \
-    }                                                                                                       \
-    extern "C" __global__ void bce_finish_##SUF(const T *terms, int64_t n, int mean, T *out) {              \
-        bce_finish_body<T>(terms, n, mean, out);                                                            \
+#define BCE(SUF, T)                                                                                                    \
+    extern "C" __global__ void bce_##SUF(const T *x, Layout lx, const T *t, Layout lt, const T *w, Layout lw, T *out,  \
+                                         int64_t n, int64_t *err) {                                                    \
+        bce_body<T>(x, lx, t, lt, w, lw, out, n, err);                                                                 \
+    }                                                                                                                  \
+    extern "C" __global__ void bce_logits_##SUF(const T *x, Layout lx, const T *t, Layout lt, const T *w, Layout lw,   \
+                                                const T *pw, Layout lpw, T *out, int64_t n) {                          \
+        bce_logits_body<T>(x, lx, t, lt, w, lw, pw, lpw, out, n);                                                      \
+    }                                                                                                                  \
+    extern "C" __global__ void bce_bwd_##SUF(const T *g, Layout lg, const T *x, Layout lx, const T *t, Layout lt,      \
+                                             const T *w, Layout lw, T *out, int64_t n) {                               \
+        bce_bwd_body<T>(g, lg, x, lx, t, lt, w, lw, out, n);                                                           \
+    }                                                                                                                  \
+    extern "C" __global__ void bce_finish_##SUF(const T *terms, int64_t n, int mean, T *out) {                         \
+        bce_finish_body<T>(terms, n, mean, out);                                                                       \
     }
 BCE(f32, float)
 BCE(f64, double)

@@ -16,8 +16,9 @@
 
 template <int BYTES> __device__ __forceinline__ void cp_async(void *smem, const void *gmem, bool valid) {
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int n = valid ? BYTES : 0;  // src-size 0: write zeros, read nothing
-    if constexpr (BYTES == 4) asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+    int n = valid ? BYTES : 0; // src-size 0: write zeros, read nothing
+    if constexpr (BYTES == 4)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
     else asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -44,9 +45,9 @@ __device__ __forceinline__ void store_epilogue(const GemmArgs &g, const T *bias_
     C_b[m * g.N + n] = activate<T>(g.act, v);
 }
 
-#define SBM 128
-#define SBN 128
-#define SBK 8
+#define SBM  128
+#define SBN  128
+#define SBK  8
 #define SPAD 4
 
 template <typename T>
@@ -127,19 +128,19 @@ __device__ __forceinline__ void gemm_simt_body(const T *A0, const T *B0, const T
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2) gemm_f32(const float *A, const float *B, const float *bias, float *C,
-                                                           GemmArgs g) {
+extern "C" __global__ void __launch_bounds__(256, 2)
+    gemm_f32(const float *A, const float *B, const float *bias, float *C, GemmArgs g) {
     gemm_simt_body<float>(A, B, bias, C, g);
 }
-extern "C" __global__ void __launch_bounds__(256) gemm_f64(const double *A, const double *B, const double *bias,
-                                                           double *C, GemmArgs g) {
+extern "C" __global__ void __launch_bounds__(256)
+    gemm_f64(const double *A, const double *B, const double *bias, double *C, GemmArgs g) {
     gemm_simt_body<double>(A, B, bias, C, g);
 }
 
 // ---- TF32 tensor cores ---------------------------------------------------------------------------------------
-#define TBM 64
-#define TBN 64
-#define TBK 16
+#define TBM   64
+#define TBN   64
+#define TBK   16
 #define TA_LD (TBK + 4)
 #define TB_LD (TBN + 4)
 
@@ -166,8 +167,8 @@ __device__ __forceinline__ void tf32_load_tile(const GemmArgs &g, const float *A
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128) gemm_tf32(const float *A0, const float *B0, const float *bias,
-                                                            float *C, GemmArgs g) {
+extern "C" __global__ void __launch_bounds__(128)
+    gemm_tf32(const float *A0, const float *B0, const float *bias, float *C, GemmArgs g) {
     using namespace nvcuda;
     __shared__ __align__(128) float As[2][TBM][TA_LD];
     __shared__ __align__(128) float Bs[2][TBK][TB_LD];
@@ -215,8 +216,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_tf32(const float *A0, con
         for (int i = 0; i < 2; i++)
 #pragma unroll
             for (int j = 0; j < 2; j++)
-                wmma::store_matrix_sync(&Cs[wm * 32 + i * 16][wn * 32 + j * 16], acc[i][j], TB_LD,
-                                        wmma::mem_row_major);
+                wmma::store_matrix_sync(&Cs[wm * 32 + i * 16][wn * 32 + j * 16], acc[i][j], TB_LD, wmma::mem_row_major);
         __syncthreads();
         const float *bias_b = g.has_bias ? bias + layout_offset(g.lbias, b) : bias;
         float *C_b = C + b * g.M * g.N;

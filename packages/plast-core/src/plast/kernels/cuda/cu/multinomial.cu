@@ -10,8 +10,8 @@
 #include "multinomial.cuh"
 
 template <typename W>
-__device__ __forceinline__ void multinomial_cdf_body(const W *w, int64_t s0, int64_t s1, int64_t rows,
-                                                     int64_t cats, double *cdf, int64_t *last, int64_t *err) {
+__device__ __forceinline__ void multinomial_cdf_body(const W *w, int64_t s0, int64_t s1, int64_t rows, int64_t cats,
+                                                     double *cdf, int64_t *last, int64_t *err) {
     PLAST_GRID_LOOP(r, rows) {
         int64_t bad;
         const int64_t l = plast_mn_cdf_row<W>(w + r * s0, s1, cats, cdf + r * cats, &bad);
@@ -22,8 +22,8 @@ __device__ __forceinline__ void multinomial_cdf_body(const W *w, int64_t s0, int
 }
 
 template <typename W>
-__device__ __forceinline__ void multinomial_keys_body(const W *w, int64_t s0, int64_t s1, const double *u,
-                                                      int64_t rows, int64_t cats, double *keys, int64_t *err) {
+__device__ __forceinline__ void multinomial_keys_body(const W *w, int64_t s0, int64_t s1, const double *u, int64_t rows,
+                                                      int64_t cats, double *keys, int64_t *err) {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         bool positive = false;
         for (int64_t j = threadIdx.x; j < cats; j += blockDim.x) {
@@ -39,19 +39,19 @@ __device__ __forceinline__ void multinomial_keys_body(const W *w, int64_t s0, in
 
 extern "C" {
 
-__global__ void multinomial_cdf_f32(const float *w, int64_t s0, int64_t s1, int64_t rows, int64_t cats,
-                                    double *cdf, int64_t *last, int64_t *err) {
+__global__ void multinomial_cdf_f32(const float *w, int64_t s0, int64_t s1, int64_t rows, int64_t cats, double *cdf,
+                                    int64_t *last, int64_t *err) {
     multinomial_cdf_body<float>(w, s0, s1, rows, cats, cdf, last, err);
 }
 
-__global__ void multinomial_cdf_f64(const double *w, int64_t s0, int64_t s1, int64_t rows, int64_t cats,
-                                    double *cdf, int64_t *last, int64_t *err) {
+__global__ void multinomial_cdf_f64(const double *w, int64_t s0, int64_t s1, int64_t rows, int64_t cats, double *cdf,
+                                    int64_t *last, int64_t *err) {
     multinomial_cdf_body<double>(w, s0, s1, rows, cats, cdf, last, err);
 }
 
 // out (rows, ns) int64; u (rows, ns) float64, contiguous
-__global__ void multinomial_sample(const double *cdf, const int64_t *last, const double *u, int64_t rows,
-                                   int64_t cats, int64_t ns, int64_t *out) {
+__global__ void multinomial_sample(const double *cdf, const int64_t *last, const double *u, int64_t rows, int64_t cats,
+                                   int64_t ns, int64_t *out) {
     PLAST_GRID_LOOP(e, rows * ns) {
         const int64_t r = e / ns;
         out[e] = plast_mn_search(cdf + r * cats, cats, last[r], u[e]);
@@ -68,4 +68,4 @@ __global__ void multinomial_keys_f64(const double *w, int64_t s0, int64_t s1, co
     multinomial_keys_body<double>(w, s0, s1, u, rows, cats, keys, err);
 }
 
-}  // extern "C"
+} // extern "C"

@@ -12,7 +12,6 @@
 #define OPT_CHUNK 16384
 
 
-
 __device__ __forceinline__ double load_f(uint64_t ptr, int is64, int64_t i) {
     return is64 ? reinterpret_cast<const double *>(ptr)[i] : (double)reinterpret_cast<const float *>(ptr)[i];
 }
@@ -54,7 +53,7 @@ __device__ __forceinline__ void adam_body(const OptEntry *tab, const OptChunk *c
             else g = g + (T)wd * pv;
         }
         T mv = m[i];
-        if (fabs(w1) < 0.5) mv += (T)w1 * (g - mv);  // torch's lerp, both branches
+        if (fabs(w1) < 0.5) mv += (T)w1 * (g - mv); // torch's lerp, both branches
         else mv = g - (g - mv) * (T)(1.0 - w1);
         T vv = v[i] * (T)beta2 + ((T)(1.0 - beta2) * g) * g;
         T denom;
@@ -80,7 +79,7 @@ __device__ __forceinline__ void sgd_body(const OptEntry *tab, const OptChunk *ch
     const OptEntry e = tab[ch.tensor];
     const double lr = load_f(e.hyper, e.hyper_f64, 0), momentum = load_f(e.hyper, e.hyper_f64, 1);
     const double dampening = load_f(e.hyper, e.hyper_f64, 2), wd = load_f(e.hyper, e.hyper_f64, 3);
-    const bool fresh = has_bufs && load_f(e.s3, e.step_f64, 0) != 0.0;  // step_f64 carries the flag's dtype
+    const bool fresh = has_bufs && load_f(e.s3, e.step_f64, 0) != 0.0; // step_f64 carries the flag's dtype
     T *p = reinterpret_cast<T *>(e.p);
     T *buf = reinterpret_cast<T *>(e.s1);
     const int64_t end = min(e.n, ch.start + (int64_t)OPT_CHUNK);

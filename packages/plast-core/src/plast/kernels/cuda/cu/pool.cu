@@ -4,8 +4,7 @@
 #include "common.cuh"
 
 
-template <typename T>
-__device__ __forceinline__ void max_pool_fwd_body(const T *x, T *vals, int64_t *idx, PoolArgs p) {
+template <typename T> __device__ __forceinline__ void max_pool_fwd_body(const T *x, T *vals, int64_t *idx, PoolArgs p) {
     PLAST_GRID_LOOP(e, p.N * p.C * p.Ho * p.Wo) {
         int64_t wo = e % p.Wo, ho = (e / p.Wo) % p.Ho, c = (e / (p.Wo * p.Ho)) % p.C, n = e / (p.Wo * p.Ho * p.C);
         const T *xp = x + n * p.xs[0] + c * p.xs[1];
@@ -19,7 +18,7 @@ __device__ __forceinline__ void max_pool_fwd_body(const T *x, T *vals, int64_t *
                 int64_t w = wo * p.sw - p.pw + j * p.dw;
                 if (w < 0 || w >= p.W) continue;
                 T v = xp[h * p.xs[2] + w * p.xs[3]];
-                if (bi < 0) bi = h * p.W + w;  // first element inside the input (all -inf windows)
+                if (bi < 0) bi = h * p.W + w; // first element inside the input (all -inf windows)
                 if (!best_nan && (v > best || v != v)) {
                     best = v;
                     bi = h * p.W + w;
@@ -82,8 +81,7 @@ template <typename T> __device__ __forceinline__ void avg_pool_fwd_body(const T 
 }
 
 // gx[n, c, h, w] = sum over the windows containing (h, w) of g / divisor (a gather: no atomics)
-template <typename T>
-__device__ __forceinline__ void avg_pool_bwd_body(const T *g, Layout lg, T *gx, PoolArgs p) {
+template <typename T> __device__ __forceinline__ void avg_pool_bwd_body(const T *g, Layout lg, T *gx, PoolArgs p) {
     PLAST_GRID_LOOP(e, p.N * p.C * p.H * p.W) {
         int64_t w = e % p.W, h = (e / p.W) % p.H, plane = e / (p.W * p.H);
         int64_t hp = h + p.ph, wp = w + p.pw;
@@ -97,24 +95,21 @@ __device__ __forceinline__ void avg_pool_bwd_body(const T *g, Layout lg, T *gx, 
     }
 }
 
-#define POOL(SUF, T)                                                                                        \
-    extern "C" __global__ void max_pool_fwd_##SUF(const T *x, T *vals, int64_t *idx, PoolArgs p) {          \
-        max_pool_fwd_body<T>(x, vals, idx, p);                                                              \
-    }                                                                                                       \
-    extern "C" __global__ void max_pool_bwd_##SUF(const T *g, Layout lg, const int64_t *idx, T *gx,         \
-                                                  int64_t NC, int64_t HoWo, int64_t HW) {                   \
-        max_pool_bwd_body<T>(g, lg, idx, gx, NC, HoWo, HW);                                                 \
-    }                                                                                                       \
-    extern "C" __global__ void pool_gather_##SUF(const T *h, Layout lhp, int64_t hs2, int64_t hs3,          \
-                                                 int64_t W, const int64_t *idx, T *out, int64_t NC,         \
-                                                 int64_t HoWo) {                                            \
-        pool_gather_body<T>(h, lhp, hs2, hs3, W, idx, out, NC, HoWo);                                       \
-    }                                                                                                       \
-    extern "C" __global__ void avg_pool_fwd_##SUF(const T *x, T *out, PoolArgs p) {                         \
-        avg_pool_fwd_body<T>(x, out, p);                                                                    \
-    }                                                                                                       \
-    extern "C" __global__ void avg_pool_bwd_##SUF(const T *g, Layout lg, T *gx, PoolArgs p) {               \
-        avg_pool_bwd_body<T>(g, lg, gx, p);                                                                 \
+#define POOL(SUF, T)                                                                                                   \
+    extern "C" __global__ void max_pool_fwd_##SUF(const T *x, T *vals, int64_t *idx, PoolArgs p) {                     \
+        max_pool_fwd_body<T>(x, vals, idx, p);                                                                         \
+    }                                                                                                                  \
+    extern "C" __global__ void max_pool_bwd_##SUF(const T *g, Layout lg, const int64_t *idx, T *gx, int64_t NC,        \
+                                                  int64_t HoWo, int64_t HW) {                                          \
+        max_pool_bwd_body<T>(g, lg, idx, gx, NC, HoWo, HW);                                                            \
+    }                                                                                                                  \
+    extern "C" __global__ void pool_gather_##SUF(const T *h, Layout lhp, int64_t hs2, int64_t hs3, int64_t W,          \
+                                                 const int64_t *idx, T *out, int64_t NC, int64_t HoWo) {               \
+        pool_gather_body<T>(h, lhp, hs2, hs3, W, idx, out, NC, HoWo);                                                  \
+    }                                                                                                                  \
+    extern "C" __global__ void avg_pool_fwd_##SUF(const T *x, T *out, PoolArgs p) { avg_pool_fwd_body<T>(x, out, p); } \
+    extern "C" __global__ void avg_pool_bwd_##SUF(const T *g, Layout lg, T *gx, PoolArgs p) {                          \
+        avg_pool_bwd_body<T>(g, lg, gx, p);                                                                            \
     }
 POOL(f32, float)
 POOL(f64, double)

@@ -6,8 +6,7 @@
 
 template <typename T>
 __device__ __forceinline__ void prod_excl_body(const T *x, Layout lrow, int64_t xs, const T *g, int r, T *out,
-                                               Layout orow, int64_t os, T *pre, T *suf, int64_t len,
-                                               int64_t n_rows) {
+                                               Layout orow, int64_t os, T *pre, T *suf, int64_t len, int64_t n_rows) {
     const int64_t m = (int64_t)1 << r;
     PLAST_GRID_LOOP(row, n_rows) {
         plast_prod_excl_row<T>(x + layout_offset(lrow, row), xs, g + row * len, n_rows * len, r, len,
@@ -15,11 +14,10 @@ __device__ __forceinline__ void prod_excl_body(const T *x, Layout lrow, int64_t 
     }
 }
 
-#define PROD_EXCL(SUF, T)                                                                                   \
-    extern "C" __global__ void prod_excl_##SUF(const T *x, Layout lrow, int64_t xs, const T *g, int r,      \
-                                               T *out, Layout orow, int64_t os, T *pre, T *suf,             \
-                                               int64_t len, int64_t n_rows) {                               \
-        prod_excl_body<T>(x, lrow, xs, g, r, out, orow, os, pre, suf, len, n_rows);                         \
+#define PROD_EXCL(SUF, T)                                                                                              \
+    extern "C" __global__ void prod_excl_##SUF(const T *x, Layout lrow, int64_t xs, const T *g, int r, T *out,         \
+                                               Layout orow, int64_t os, T *pre, T *suf, int64_t len, int64_t n_rows) { \
+        prod_excl_body<T>(x, lrow, xs, g, r, out, orow, os, pre, suf, len, n_rows);                                    \
     }
 
 PROD_EXCL(f32, float)

@@ -9,8 +9,7 @@ __global__ void philox_uniform_f32(uint64_t seed, uint64_t offset, float *out, i
     PLAST_GRID_LOOP(b, (n + 3) / 4) plast_philox_uniform_f32_block(seed, offset, b, out, n, low, high);
 }
 
-__global__ void philox_uniform_f64(uint64_t seed, uint64_t offset, double *out, int64_t n, double low,
-                                   double high) {
+__global__ void philox_uniform_f64(uint64_t seed, uint64_t offset, double *out, int64_t n, double low, double high) {
     PLAST_GRID_LOOP(b, (n + 1) / 2) plast_philox_uniform_f64_block(seed, offset, b, out, n, low, high);
 }
 
@@ -18,8 +17,7 @@ __global__ void philox_normal_f32(uint64_t seed, uint64_t offset, float *out, in
     PLAST_GRID_LOOP(b, (n + 1) / 2) plast_philox_normal_f32_block(seed, offset, b, out, n, mean, std);
 }
 
-__global__ void philox_normal_f64(uint64_t seed, uint64_t offset, double *out, int64_t n, double mean,
-                                  double std) {
+__global__ void philox_normal_f64(uint64_t seed, uint64_t offset, double *out, int64_t n, double mean, double std) {
     PLAST_GRID_LOOP(b, (n + 1) / 2) plast_philox_normal_f64_block(seed, offset, b, out, n, mean, std);
 }
 
@@ -36,8 +34,7 @@ __global__ void philox_uniform_f32_devstate(const uint64_t *state, float *out, i
     PLAST_GRID_LOOP(b, (n + 3) / 4) plast_philox_uniform_f32_block(seed, offset, b, out, n, low, high);
 }
 
-__global__ void philox_uniform_f64_devstate(const uint64_t *state, double *out, int64_t n, double low,
-                                            double high) {
+__global__ void philox_uniform_f64_devstate(const uint64_t *state, double *out, int64_t n, double low, double high) {
     uint64_t seed = state[0], offset = state[1];
     PLAST_GRID_LOOP(b, (n + 1) / 2) plast_philox_uniform_f64_block(seed, offset, b, out, n, low, high);
 }
@@ -47,8 +44,7 @@ __global__ void philox_normal_f32_devstate(const uint64_t *state, float *out, in
     PLAST_GRID_LOOP(b, (n + 1) / 2) plast_philox_normal_f32_block(seed, offset, b, out, n, mean, std);
 }
 
-__global__ void philox_normal_f64_devstate(const uint64_t *state, double *out, int64_t n, double mean,
-                                           double std) {
+__global__ void philox_normal_f64_devstate(const uint64_t *state, double *out, int64_t n, double mean, double std) {
     uint64_t seed = state[0], offset = state[1];
     PLAST_GRID_LOOP(b, (n + 1) / 2) plast_philox_normal_f64_block(seed, offset, b, out, n, mean, std);
 }
@@ -58,4 +54,4 @@ __global__ void philox_u32_devstate(const uint64_t *state, uint32_t *out, int64_
     PLAST_GRID_LOOP(b, (n + 3) / 4) plast_philox_u32_block(seed, offset, b, out, n);
 }
 
-}  // extern "C"
+} // extern "C"

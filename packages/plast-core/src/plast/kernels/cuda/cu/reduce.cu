@@ -12,8 +12,9 @@ enum RedOp { R_SUM = 0, R_PROD = 1, R_MAX = 2, R_MIN = 3, R_ALL = 4, R_ANY = 5, 
 
 template <typename A> __device__ __forceinline__ A red_identity(int op) {
     switch (op) {
-    case R_PROD: case R_ALL: return A(1);
-    case R_MAX: return A(0);  // unused: max/min start from the first element
+    case R_PROD:
+    case R_ALL: return A(1);
+    case R_MAX: return A(0); // unused: max/min start from the first element
     default: return A(0);
     }
 }
@@ -27,13 +28,14 @@ template <typename A> __device__ __forceinline__ A red_combine(int op, A a, A b)
     case R_MIN: return a_nan(a) || a_nan(b) ? (a_nan(a) ? a : b) : (a < b ? a : b);
     case R_ALL: return (a != A(0)) && (b != A(0)) ? A(1) : A(0);
     case R_ANY: return (a != A(0)) || (b != A(0)) ? A(1) : A(0);
-    default: return a + b;  // sum, norms (terms already transformed)
+    default: return a + b; // sum, norms (terms already transformed)
     }
 }
 
 template <typename T, typename A> __device__ __forceinline__ A red_term(int op, T v, double p) {
     switch (op) {
-    case R_ALL: case R_ANY: return v != T(0) ? A(1) : A(0);
+    case R_ALL:
+    case R_ANY: return v != T(0) ? A(1) : A(0);
     case R_NORM_P: return (A)pow(fabs((double)v), p);
     case R_NORM_2: return (A)v * (A)v;
     default: return (A)v;
@@ -171,8 +173,8 @@ __device__ __forceinline__ void logsumexp_body(const T *x, Layout lk, Layout lr,
 // ---- cumsum along one dim: a block per row, scanned in chunks of blockDim ---------------------------------------
 // lrow: the other dims (row shape) with the input's strides; orow: the same with the output's strides.
 template <typename T, typename A>
-__device__ __forceinline__ void cumsum_body(const T *x, Layout lrow, int64_t len, int64_t xstride, A *out,
-                                            Layout orow, int64_t ostride, int64_t n_rows, int reverse) {
+__device__ __forceinline__ void cumsum_body(const T *x, Layout lrow, int64_t len, int64_t xstride, A *out, Layout orow,
+                                            int64_t ostride, int64_t n_rows, int reverse) {
     __shared__ A warp_tot[32];
     __shared__ A carry_s;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -199,7 +201,7 @@ __device__ __forceinline__ void cumsum_body(const T *x, Layout lrow, int64_t len
                     A u = __shfl_up_sync(0xffffffffu, t, o);
                     if (lane >= o) t += u;
                 }
-                if (lane < nw) warp_tot[lane] = t;  // inclusive prefix of warp totals
+                if (lane < nw) warp_tot[lane] = t; // inclusive prefix of warp totals
             }
             __syncthreads();
             A carry = carry_s;
@@ -228,7 +230,7 @@ __device__ __forceinline__ void tie_weights_body(const T *x, Layout lk, Layout l
         int64_t count = 0;
         for (int64_t r = lane; r < R; r += 32) count += tie_match<T>(x[xb + layout_offset(lr, r)], mv);
         count = warp_sum(count);
-        const T w = (T)(1.0 / (double)(count > 0 ? count : 1));  // the CPU divides in double, then rounds
+        const T w = (T)(1.0 / (double)(count > 0 ? count : 1)); // the CPU divides in double, then rounds
         for (int64_t r = lane; r < R; r += 32)
             out[ob + layout_offset(olr, r)] = tie_match<T>(x[xb + layout_offset(lr, r)], mv) ? w : T(0);
     }
@@ -259,8 +261,8 @@ __device__ __forceinline__ void prod_others_body(const T *x, Layout lrow, int64_
 
 template <typename T>
 __device__ __forceinline__ void prod_others_bw_body(const T *x, Layout lrow, int64_t xs, const T *g, Layout grow,
-                                                    int64_t gs, T *out, Layout orow, int64_t os, T *left,
-                                                    int64_t len, int64_t n_rows) {
+                                                    int64_t gs, T *out, Layout orow, int64_t os, T *left, int64_t len,
+                                                    int64_t n_rows) {
     PLAST_GRID_LOOP(row, n_rows) {
         const int64_t xb = layout_offset(lrow, row), gb = layout_offset(grow, row), ob = layout_offset(orow, row);
         T *lp = left + row * len;
@@ -268,7 +270,7 @@ __device__ __forceinline__ void prod_others_bw_body(const T *x, Layout lrow, int
         for (int64_t k = 0; k < len; k++) {
             const T xv = x[xb + k * xs];
             lp[k] = pre;
-            out[ob + k * os] = acc;  // acc_l[k]
+            out[ob + k * os] = acc; // acc_l[k]
             acc = acc * xv + g[gb + k * gs] * pre;
             pre *= xv;
         }
@@ -277,21 +279,21 @@ __device__ __forceinline__ void prod_others_bw_body(const T *x, Layout lrow, int
         for (int64_t k = len - 1; k >= 0; k--) {
             const T xv = x[xb + k * xs];
             out[ob + k * os] = out[ob + k * os] * suf + lp[k] * acc;
-            acc = acc * xv + g[gb + k * gs] * suf;  // acc_r[k - 1]
+            acc = acc * xv + g[gb + k * gs] * suf; // acc_r[k - 1]
             suf *= xv;
         }
     }
 }
 
 // ---- instantiations -----------------------------------------------------------------------------------------
-#define REDUCE(NAME, T, A)                                                                                  \
-    extern "C" __global__ void reduce_warp_##NAME(int op, const T *x, Layout lk, Layout lr, int64_t R,      \
-                                                  A *out, int64_t n_out, double p) {                        \
-        reduce_warp_body<T, A>(op, x, lk, lr, R, out, n_out, p);                                            \
-    }                                                                                                       \
-    extern "C" __global__ void reduce_block_##NAME(int op, const T *x, Layout lk, Layout lr, int64_t R,     \
-                                                   A *out, int64_t n_out, double p) {                       \
-        reduce_block_body<T, A>(op, x, lk, lr, R, out, n_out, p);                                           \
+#define REDUCE(NAME, T, A)                                                                                             \
+    extern "C" __global__ void reduce_warp_##NAME(int op, const T *x, Layout lk, Layout lr, int64_t R, A *out,         \
+                                                  int64_t n_out, double p) {                                           \
+        reduce_warp_body<T, A>(op, x, lk, lr, R, out, n_out, p);                                                       \
+    }                                                                                                                  \
+    extern "C" __global__ void reduce_block_##NAME(int op, const T *x, Layout lk, Layout lr, int64_t R, A *out,        \
+                                                   int64_t n_out, double p) {                                          \
+        reduce_block_body<T, A>(op, x, lk, lr, R, out, n_out, p);                                                      \
     }
 
 // (input, output) pairs: same type, integer sums/products into int64, and all/any into bool
@@ -307,10 +309,10 @@ REDUCE(i64_u8, int64_t, uint8_t)
 REDUCE(f32_u8, float, uint8_t)
 REDUCE(f64_u8, double, uint8_t)
 
-#define ARGRED(SUF, T)                                                                                      \
-    extern "C" __global__ void argreduce_##SUF(int is_max, const T *x, Layout lk, int64_t R, int64_t rs,    \
-                                               int64_t *out, int64_t n_out) {                               \
-        argreduce_body<T>(is_max, x, lk, R, rs, out, n_out);                                                \
+#define ARGRED(SUF, T)                                                                                                 \
+    extern "C" __global__ void argreduce_##SUF(int is_max, const T *x, Layout lk, int64_t R, int64_t rs, int64_t *out, \
+                                               int64_t n_out) {                                                        \
+        argreduce_body<T>(is_max, x, lk, R, rs, out, n_out);                                                           \
     }
 ARGRED(u8, uint8_t)
 ARGRED(i32, int32_t)
@@ -318,18 +320,17 @@ ARGRED(i64, int64_t)
 ARGRED(f32, float)
 ARGRED(f64, double)
 
-#define LSE(SUF, T)                                                                                         \
-    extern "C" __global__ void logsumexp_##SUF(const T *x, Layout lk, Layout lr, int64_t R, T *out,         \
-                                               int64_t n_out) {                                             \
-        logsumexp_body<T>(x, lk, lr, R, out, n_out);                                                        \
+#define LSE(SUF, T)                                                                                                    \
+    extern "C" __global__ void logsumexp_##SUF(const T *x, Layout lk, Layout lr, int64_t R, T *out, int64_t n_out) {   \
+        logsumexp_body<T>(x, lk, lr, R, out, n_out);                                                                   \
     }
 LSE(f32, float)
 LSE(f64, double)
 
-#define CUMSUM(NAME, T, A)                                                                                  \
-    extern "C" __global__ void cumsum_##NAME(const T *x, Layout lrow, int64_t len, int64_t xs, A *out,      \
-                                             Layout orow, int64_t os, int64_t n_rows, int reverse) {        \
-        cumsum_body<T, A>(x, lrow, len, xs, out, orow, os, n_rows, reverse);                                \
+#define CUMSUM(NAME, T, A)                                                                                             \
+    extern "C" __global__ void cumsum_##NAME(const T *x, Layout lrow, int64_t len, int64_t xs, A *out, Layout orow,    \
+                                             int64_t os, int64_t n_rows, int reverse) {                                \
+        cumsum_body<T, A>(x, lrow, len, xs, out, orow, os, n_rows, reverse);                                           \
     }
 CUMSUM(f32_f32, float, float)
 CUMSUM(f64_f64, double, double)
@@ -337,19 +338,19 @@ CUMSUM(i32_i64, int32_t, int64_t)
 CUMSUM(i64_i64, int64_t, int64_t)
 CUMSUM(u8_i64, uint8_t, int64_t)
 
-#define TIE_PROD(SUF, T)                                                                                    \
-    extern "C" __global__ void tie_weights_##SUF(const T *x, Layout lk, Layout lr, int64_t R, const T *m,  \
-                                                 Layout lm, T *out, Layout olk, Layout olr, int64_t n_out) {   \
-        tie_weights_body<T>(x, lk, lr, R, m, lm, out, olk, olr, n_out);                                     \
-    }                                                                                                       \
-    extern "C" __global__ void prod_others_##SUF(const T *x, Layout lrow, int64_t xs, T *out, Layout orow,  \
-                                                 int64_t os, int64_t len, int64_t n_rows) {                 \
-        prod_others_body<T>(x, lrow, xs, out, orow, os, len, n_rows);                                       \
-    }                                                                                                       \
-    extern "C" __global__ void prod_others_bw_##SUF(const T *x, Layout lrow, int64_t xs, const T *g,        \
-                                                    Layout grow, int64_t gs, T *out, Layout orow, int64_t os, \
-                                                    T *left, int64_t len, int64_t n_rows) {                 \
-        prod_others_bw_body<T>(x, lrow, xs, g, grow, gs, out, orow, os, left, len, n_rows);                 \
+#define TIE_PROD(SUF, T)                                                                                               \
+    extern "C" __global__ void tie_weights_##SUF(const T *x, Layout lk, Layout lr, int64_t R, const T *m, Layout lm,   \
+                                                 T *out, Layout olk, Layout olr, int64_t n_out) {                      \
+        tie_weights_body<T>(x, lk, lr, R, m, lm, out, olk, olr, n_out);                                                \
+    }                                                                                                                  \
+    extern "C" __global__ void prod_others_##SUF(const T *x, Layout lrow, int64_t xs, T *out, Layout orow, int64_t os, \
+                                                 int64_t len, int64_t n_rows) {                                        \
+        prod_others_body<T>(x, lrow, xs, out, orow, os, len, n_rows);                                                  \
+    }                                                                                                                  \
+    extern "C" __global__ void prod_others_bw_##SUF(const T *x, Layout lrow, int64_t xs, const T *g, Layout grow,      \
+                                                    int64_t gs, T *out, Layout orow, int64_t os, T *left, int64_t len, \
+                                                    int64_t n_rows) {                                                  \
+        prod_others_bw_body<T>(x, lrow, xs, g, grow, gs, out, orow, os, left, len, n_rows);                            \
     }
 TIE_PROD(f32, float)
 TIE_PROD(f64, double)

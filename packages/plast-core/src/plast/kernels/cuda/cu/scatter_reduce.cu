@@ -7,7 +7,7 @@
 #include "scatter_reduce.cuh"
 
 __device__ __forceinline__ int64_t sr_load_index(const void *idx, int i64, int64_t off) {
-    return i64 ? static_cast<const int64_t *>(idx)[off] : (int64_t) static_cast<const int32_t *>(idx)[off];
+    return i64 ? static_cast<const int64_t *>(idx)[off] : (int64_t)static_cast<const int32_t *>(idx)[off];
 }
 
 // keys[i] = offset in the (contiguous) output of source element i: lout holds the output's strides over the
@@ -41,11 +41,11 @@ __device__ __forceinline__ void scatter_reduce_apply_body(int op, int include_se
     }
 }
 
-#define SCATTER_REDUCE(SUF, T)                                                                              \
-    extern "C" __global__ void scatter_reduce_apply_##SUF(int op, int include_self, const T *src,           \
-                                                          Layout lsrc, const int64_t *keys,                 \
-                                                          const int64_t *order, int64_t n, T *out) {        \
-        scatter_reduce_apply_body<T>(op, include_self, src, lsrc, keys, order, n, out);                    \
+#define SCATTER_REDUCE(SUF, T)                                                                                         \
+    extern "C" __global__ void scatter_reduce_apply_##SUF(int op, int include_self, const T *src, Layout lsrc,         \
+                                                          const int64_t *keys, const int64_t *order, int64_t n,        \
+                                                          T *out) {                                                    \
+        scatter_reduce_apply_body<T>(op, include_self, src, lsrc, keys, order, n, out);                                \
     }
 
 SCATTER_REDUCE(u8, uint8_t)

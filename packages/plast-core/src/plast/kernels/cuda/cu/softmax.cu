@@ -36,9 +36,8 @@ __device__ __forceinline__ void softmax_fwd_body(const T *x, Layout lx, int64_t 
 // softmax:     gx = y * (g - sum(g * y))
 // log_softmax: gx = g - exp(y) * sum(g)
 template <typename T>
-__device__ __forceinline__ void softmax_bwd_body(const T *g, Layout lg, int64_t sg, const T *y, Layout ly,
-                                                 int64_t sy, T *gx, Layout lo, int64_t so, int64_t K, int64_t rows,
-                                                 int log_mode) {
+__device__ __forceinline__ void softmax_bwd_body(const T *g, Layout lg, int64_t sg, const T *y, Layout ly, int64_t sy,
+                                                 T *gx, Layout lo, int64_t so, int64_t K, int64_t rows, int log_mode) {
     __shared__ T scratch[32];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const T *gr = g + layout_offset(lg, row);
@@ -55,16 +54,15 @@ __device__ __forceinline__ void softmax_bwd_body(const T *g, Layout lg, int64_t 
     }
 }
 
-#define SOFTMAX(SUF, T)                                                                                     \
-    extern "C" __global__ void softmax_fwd_##SUF(const T *x, Layout lx, int64_t sx, T *y, Layout ly,        \
-                                                 int64_t sy, int64_t K, int64_t rows, int log_mode,         \
-                                                 int safe) {                                                \
-        softmax_fwd_body<T>(x, lx, sx, y, ly, sy, K, rows, log_mode, safe);                                 \
-    }                                                                                                       \
-    extern "C" __global__ void softmax_bwd_##SUF(const T *g, Layout lg, int64_t sg, const T *y, Layout ly,  \
-                                                 int64_t sy, T *gx, Layout lo, int64_t so, int64_t K,       \
-                                                 int64_t rows, int log_mode) {                              \
-        softmax_bwd_body<T>(g, lg, sg, y, ly, sy, gx, lo, so, K, rows, log_mode);                           \
+#define SOFTMAX(SUF, T)                                                                                                \
+    extern "C" __global__ void softmax_fwd_##SUF(const T *x, Layout lx, int64_t sx, T *y, Layout ly, int64_t sy,       \
+                                                 int64_t K, int64_t rows, int log_mode, int safe) {                    \
+        softmax_fwd_body<T>(x, lx, sx, y, ly, sy, K, rows, log_mode, safe);                                            \
+    }                                                                                                                  \
+    extern "C" __global__ void softmax_bwd_##SUF(const T *g, Layout lg, int64_t sg, const T *y, Layout ly, int64_t sy, \
+                                                 T *gx, Layout lo, int64_t so, int64_t K, int64_t rows,                \
+                                                 int log_mode) {                                                       \
+        softmax_bwd_body<T>(g, lg, sg, y, ly, sy, gx, lo, so, K, rows, log_mode);                                      \
     }
 SOFTMAX(f32, float)
 SOFTMAX(f64, double)

@@ -8,14 +8,13 @@
 #define SORT_SMEM_MAX 2048
 
 // true when element a = (va, ia) must come before b = (vb, ib); ia < 0 marks padding, which always goes last
-template <typename T>
-__device__ __forceinline__ bool sort_before(T va, int64_t ia, T vb, int64_t ib, int descending) {
+template <typename T> __device__ __forceinline__ bool sort_before(T va, int64_t ia, T vb, int64_t ib, int descending) {
     if (ia < 0) return false;
     if (ib < 0) return true;
     bool na = va != va, nb = vb != vb;
     if (na || nb) {
         if (na && nb) return ia < ib;
-        return descending ? na : nb;  // NaN is the largest
+        return descending ? na : nb; // NaN is the largest
     }
     if (va == vb) return ia < ib;
     return descending ? va > vb : va < vb;
@@ -24,8 +23,8 @@ __device__ __forceinline__ bool sort_before(T va, int64_t ia, T vb, int64_t ib, 
 // One block per row: load (padded to n2, a power of two), sort, write the first k indices.
 template <typename T>
 __device__ __forceinline__ void sort_rows_smem_body(const T *x, Layout lrow, int64_t len, int64_t xs, int64_t n2,
-                                                    int64_t *out, Layout orow, int64_t os, int64_t k,
-                                                    int64_t rows, int descending) {
+                                                    int64_t *out, Layout orow, int64_t os, int64_t k, int64_t rows,
+                                                    int descending) {
     __shared__ T sv[SORT_SMEM_MAX];
     __shared__ int32_t si[SORT_SMEM_MAX];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -40,11 +39,11 @@ __device__ __forceinline__ void sort_rows_smem_body(const T *x, Layout lrow, int
                 for (int64_t i = threadIdx.x; i < n2; i += blockDim.x) {
                     int64_t j = i ^ stride;
                     if (j > i) {
-                        bool up = (i & size) == 0;  // this pair sorts in the requested order
+                        bool up = (i & size) == 0; // this pair sorts in the requested order
                         T a = sv[i], b = sv[j];
                         int32_t ia = si[i], ib = si[j];
-                        bool swap = up ? sort_before<T>(b, ib, a, ia, descending)
-                                       : sort_before<T>(a, ia, b, ib, descending);
+                        bool swap =
+                            up ? sort_before<T>(b, ib, a, ia, descending) : sort_before<T>(a, ia, b, ib, descending);
                         if (swap) {
                             sv[i] = b;
                             sv[j] = a;
@@ -93,27 +92,27 @@ __device__ __forceinline__ void sort_step_body(T *keys, int64_t *ids, int64_t n2
     }
 }
 
-__device__ __forceinline__ void sort_write_body(const int64_t *ids, int64_t n2, int64_t rows, int64_t k,
-                                                int64_t *out, Layout orow, int64_t os) {
+__device__ __forceinline__ void sort_write_body(const int64_t *ids, int64_t n2, int64_t rows, int64_t k, int64_t *out,
+                                                Layout orow, int64_t os) {
     PLAST_GRID_LOOP(e, rows * k) {
         int64_t row = e / k, i = e - row * k;
         out[layout_offset(orow, row) + i * os] = ids[row * n2 + i];
     }
 }
 
-#define SORT(SUF, T)                                                                                        \
-    extern "C" __global__ void sort_rows_smem_##SUF(const T *x, Layout lrow, int64_t len, int64_t xs,      \
-                                                    int64_t n2, int64_t *out, Layout orow, int64_t os,      \
-                                                    int64_t k, int64_t rows, int descending) {              \
-        sort_rows_smem_body<T>(x, lrow, len, xs, n2, out, orow, os, k, rows, descending);                   \
-    }                                                                                                       \
-    extern "C" __global__ void sort_init_##SUF(const T *x, Layout lrow, int64_t len, int64_t xs, int64_t n2, \
-                                               int64_t rows, T *keys, int64_t *ids) {                       \
-        sort_init_body<T>(x, lrow, len, xs, n2, rows, keys, ids);                                           \
-    }                                                                                                       \
-    extern "C" __global__ void sort_step_##SUF(T *keys, int64_t *ids, int64_t n2, int64_t rows, int64_t size, \
-                                               int64_t stride, int descending) {                            \
-        sort_step_body<T>(keys, ids, n2, rows, size, stride, descending);                                   \
+#define SORT(SUF, T)                                                                                                   \
+    extern "C" __global__ void sort_rows_smem_##SUF(const T *x, Layout lrow, int64_t len, int64_t xs, int64_t n2,      \
+                                                    int64_t *out, Layout orow, int64_t os, int64_t k, int64_t rows,    \
+                                                    int descending) {                                                  \
+        sort_rows_smem_body<T>(x, lrow, len, xs, n2, out, orow, os, k, rows, descending);                              \
+    }                                                                                                                  \
+    extern "C" __global__ void sort_init_##SUF(const T *x, Layout lrow, int64_t len, int64_t xs, int64_t n2,           \
+                                               int64_t rows, T *keys, int64_t *ids) {                                  \
+        sort_init_body<T>(x, lrow, len, xs, n2, rows, keys, ids);                                                      \
+    }                                                                                                                  \
+    extern "C" __global__ void sort_step_##SUF(T *keys, int64_t *ids, int64_t n2, int64_t rows, int64_t size,          \
+                                               int64_t stride, int descending) {                                       \
+        sort_step_body<T>(keys, ids, n2, rows, size, stride, descending);                                              \
     }
 
 SORT(i32, int32_t)

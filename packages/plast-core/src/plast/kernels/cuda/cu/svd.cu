@@ -24,9 +24,9 @@ struct SvdBlockTeam {
 };
 
 template <typename T>
-__device__ __forceinline__ void svd_body(const T *a, Layout lb, int64_t sr, int64_t sc, int m, int n,
-                                         int64_t batch, T *wcol, int64_t w_es, int64_t w_rs, int64_t w_bs,
-                                         T *vcol, int64_t v_es, int64_t v_rs, int64_t v_bs, T *s, int64_t *err) {
+__device__ __forceinline__ void svd_body(const T *a, Layout lb, int64_t sr, int64_t sc, int m, int n, int64_t batch,
+                                         T *wcol, int64_t w_es, int64_t w_rs, int64_t w_bs, T *vcol, int64_t v_es,
+                                         int64_t v_rs, int64_t v_bs, T *s, int64_t *err) {
     extern __shared__ __align__(16) unsigned char svd_smem[];
     T *W = reinterpret_cast<T *>(svd_smem);
     T *V = W + m * n;
@@ -37,17 +37,15 @@ __device__ __forceinline__ void svd_body(const T *a, Layout lb, int64_t sr, int6
     for (int64_t b = blockIdx.x; b < batch; b += gridDim.x) {
         SvdOut<T> out{wcol + b * w_bs, w_es, w_rs, vcol + b * v_bs, v_es, v_rs, s + b * n};
         const int status = plast_svd_matrix<T>(tm, a + layout_offset(lb, b), sr, sc, m, n, W, V, sig, rank, red, out);
-        if (status == PLAST_SVD_NO_CONVERGENCE && threadIdx.x == 0)
-            plast_set_error(err, PLAST_ERR_VALUE, status, 0, b);
+        if (status == PLAST_SVD_NO_CONVERGENCE && threadIdx.x == 0) plast_set_error(err, PLAST_ERR_VALUE, status, 0, b);
     }
 }
 
-#define SVD(SUF, T)                                                                                         \
-    extern "C" __global__ void svd_jacobi_##SUF(const T *a, Layout lb, int64_t sr, int64_t sc, int m, int n, \
-                                                int64_t batch, T *wcol, int64_t w_es, int64_t w_rs,         \
-                                                int64_t w_bs, T *vcol, int64_t v_es, int64_t v_rs,          \
-                                                int64_t v_bs, T *s, int64_t *err) {                         \
-        svd_body<T>(a, lb, sr, sc, m, n, batch, wcol, w_es, w_rs, w_bs, vcol, v_es, v_rs, v_bs, s, err);   \
+#define SVD(SUF, T)                                                                                                    \
+    extern "C" __global__ void svd_jacobi_##SUF(                                                                       \
+        const T *a, Layout lb, int64_t sr, int64_t sc, int m, int n, int64_t batch, T *wcol, int64_t w_es,             \
+        int64_t w_rs, int64_t w_bs, T *vcol, int64_t v_es, int64_t v_rs, int64_t v_bs, T *s, int64_t *err) {           \
+        svd_body<T>(a, lb, sr, sc, m, n, batch, wcol, w_es, w_rs, w_bs, vcol, v_es, v_rs, v_bs, s, err);               \
     }
 
 SVD(f32, float)
