@@ -53,11 +53,10 @@ FUNCTION_IMPORT_DEBT = {
     "plast.memory.cuda": 7,  # device memory needs the CUDA context of kernels/cuda/loader (up a layer)
 }
 
-# Late-binding setters (rule 3), per module: a compiled module handed its op rows (``_elementwise.bind(...)``),
+# Late-binding setters (rule 3), per module: a compiled module handed its op rows (``_movement.bind(...)``),
 # the recorder handed the Tensor class (``bind(Tensor)``).
 LATE_BINDING_DEBT = {
     "plast._tensor": 1,  # bind(Tensor): the class graph/_graph.pyx's record makes tensors of
-    "plast.ops.elementwise": 1,  # _elementwise.bind(OPS_BIN)
     "plast.ops.linalg": 1,  # _linalg.bind({"matmul": ...})
     "plast.ops.movement": 1,  # _movement.bind({...})
     "plast.ops.nn": 1,  # _linalg.bind({"addmm": ...})

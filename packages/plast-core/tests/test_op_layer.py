@@ -1,4 +1,4 @@
-"""The compiled op layer (ops/_elementwise, _movement, _linalg, _reduce, _optim_args) and the engine paths it
+"""The compiled op layer (ops/elementwise, _movement, _linalg, _reduce, _optim_args) and the engine paths it
 feeds: results against torch, and the engine's promises that the compiled paths must keep (gradients written
 straight into persistent memory, shared scalar constants, plan-cache hits)."""
 

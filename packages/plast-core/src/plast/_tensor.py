@@ -304,15 +304,15 @@ class Tensor(TensorBase):
     def is_cuda(self):
         return self.device.type == "cuda"
 
-    # ops/elementwise.py
+    # ops/elementwise.pyx
     __add__ = elementwise_ops.add
     __radd__ = elementwise_ops.add
     __sub__ = elementwise_ops.sub
-    __rsub__ = elementwise_ops._rsub
+    __rsub__ = elementwise_ops.rsub
     __mul__ = elementwise_ops.mul
     __rmul__ = elementwise_ops.mul
     __truediv__ = elementwise_ops.div
-    __rtruediv__ = elementwise_ops._rdiv
+    __rtruediv__ = elementwise_ops.rdiv
     __neg__ = elementwise_ops.neg
 
     def __pos__(self):

@@ -10,7 +10,7 @@ from plast.graph._graph cimport record
 
 from .._core import dtypes as _dtypes
 from .._core.errors import DeviceMismatchError, ShapeError
-from ._elementwise import add as _add
+from .elementwise import add as _add
 from ._movement import cast as _cast
 from ._movement import reshape as _reshape
 from ._movement import transpose as _transpose

@@ -10,7 +10,7 @@ from plast.graph._graph cimport record
 
 from .._core import dtypes as _dtypes
 from .._core.errors import DTypeError
-from ._elementwise import div as _div
+from .elementwise import div as _div
 from ._movement import cast as _cast
 from ._movement import reshape as _reshape
 from .._core._shapes import norm_dim

@@ -55,7 +55,7 @@ def from_array(arr, dtype, device=None, requires_grad=False):
     return t
 
 
-# (type, value, sign, dtype code, device type, device index) -> the shared 0-d constant; ops/_elementwise.pyx
+# (type, value, sign, dtype code, device type, device index) -> the shared 0-d constant; ops/elementwise.pyx
 # reads it with the same key before calling scalar_tensor, and backward replays skip its storages
 SCALAR_CACHE = {}
 

@@ -4,11 +4,11 @@ import math
 
 from ..graph._graph import record
 from ..kernels.cpu import kernels as cpu
-from . import _elementwise
+from . import elementwise
 from .elementwise import add, div, mul, sub
 from .registry import register
 
-_unary = _elementwise.unary  # compiled (ops/_elementwise.pyx): dtype rule and record
+_unary = elementwise.unary  # compiled (ops/elementwise.pyx): dtype rule and record
 
 
 def _out(node):

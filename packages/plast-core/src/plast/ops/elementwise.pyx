@@ -1,10 +1,10 @@
 # cython: boundscheck=True, wraparound=True, binding=True
 # NOTE: Python indexing semantics here (negative indices, bounds checks): this is op-layer code, not a kernel.
-"""add, sub, mul, div and neg, compiled: every training step calls them dozens of times (the forward pass, the
-backward rules, the loss), so their argument checks, type promotion and broadcasting read the tensors' C fields
-(graph/_graph.pxd) and end in a C call to ``record``. ops/elementwise.py registers the op rows, binds them here
-with ``bind`` and re-exports these functions; uncommon operands (a Python scalar meeting a tensor of another
-category, tensors of two dtypes) take the general rules of plast._core.dtypes.
+"""Elementwise ops add, sub, mul, div and neg: their rows of the op table, backward rules and op-layer functions,
+compiled: every training step calls them dozens of times (the forward pass, the backward rules, the loss), so
+their argument checks, type promotion and broadcasting read the tensors' C fields (graph/_graph.pxd) and end in
+a C call to ``record``. Uncommon operands (a Python scalar meeting a tensor of another category, tensors of two
+dtypes) take the general rules of plast._core.dtypes. (unary() at the end serves ops/unary.py's rows.)
 """
 
 from libc.math cimport copysign
@@ -15,18 +15,44 @@ from plast.graph._graph cimport record
 from .._core import dtypes as _dtypes
 from .._core.errors import DeviceMismatchError
 from .._core._shapes import broadcast_shapes
+from ..kernels.cpu import kernels as cpu
 from ._movement import cast  # records the cast row (ops/movement.py)
 from .factory import SCALAR_CACHE, scalar_tensor
+from .registry import register
 
-cdef object ADD = None, SUB = None, MUL = None, DIV = None
 cdef object _bool = _dtypes.bool_
 cdef object _f32 = _dtypes.float32
 
 
-def bind(ops):
-    """Take the op rows (ops/elementwise.py registers them)."""
-    global ADD, SUB, MUL, DIV
-    ADD, SUB, MUL, DIV = ops["add"], ops["sub"], ops["mul"], ops["div"]
+# ---- backward rules: one gradient per input; the engine sums broadcast gradients back to input shapes ----
+# NOTE: a gradient for an input that does not require grad would be recorded and never used: rules skip them.
+
+
+def _add_bw(node, g):
+    return g, g
+
+
+def _sub_bw(node, g):
+    return g, neg(g) if node.inputs[1].requires_grad else None
+
+
+def _mul_bw(node, g):
+    a, b = node.inputs
+    return mul(g, b) if a.requires_grad else None, mul(g, a) if b.requires_grad else None
+
+
+def _div_bw(node, g):
+    a, b = node.inputs
+    ga = div(g, b)
+    return ga if a.requires_grad else None, neg(mul(ga, div(a, b))) if b.requires_grad else None
+
+
+# ---- the rows ----
+
+cdef object ADD = register("add", cpu=cpu.binary, backward=_add_bw, chain="add", saves_inputs=False)
+cdef object SUB = register("sub", cpu=cpu.binary, backward=_sub_bw, chain="sub", saves_inputs=False)
+cdef object MUL = register("mul", cpu=cpu.binary, backward=_mul_bw, chain="mul")
+cdef object DIV = register("div", cpu=cpu.binary, backward=_div_bw, chain="div")
 
 
 cdef object _constant(object value, object dt, object device):
@@ -155,3 +181,6 @@ def unary(op, x):
     if not t.dtype.is_floating_point and op.name not in _INT_OK:
         t = <TensorBase>cast(t, _f32)
     return record(op, (t,), (), [(t._shape, t.dtype)], t.device)[0]
+
+
+__all__ = ["add", "sub", "mul", "div", "neg"]
