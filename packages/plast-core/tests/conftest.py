@@ -19,6 +19,18 @@ def simd_paths():
     _runtime.set_num_threads(old_threads)
 
 
+@pytest.fixture(params=["cpu", "cuda"])
+def device(request):
+    """The device a torch-oracle op test runs on: every case runs on the CPU, and again on the GPU where one is
+    usable (skipped here with the reason otherwise), so the first GPU run executes the same cases."""
+    if request.param == "cuda":
+        from plast import cuda
+
+        if not cuda.is_available():
+            pytest.skip(f"no usable CUDA device: {cuda.unavailable_reason()}")
+    return request.param
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -517,8 +517,8 @@ F64_TOL = dict(rtol=1e-12, atol=1e-12)
         ),
     ],
 )
-def test_ops_f64_use_c_kernels(no_numpy_fallback, shapes, fn, tfn, entries):
-    helper_test_op(shapes, fn, tfn, dtype=np.float64, tol=F64_TOL)
+def test_ops_f64_use_c_kernels(no_numpy_fallback, shapes, fn, tfn, entries, device):
+    helper_test_op(shapes, fn, tfn, dtype=np.float64, tol=F64_TOL, device=device)
     seen = no_numpy_fallback.seen(F64)
     assert entries <= seen, f"float64 C entries called: {seen}, expected {entries}"
 

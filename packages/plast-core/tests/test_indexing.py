@@ -81,12 +81,13 @@ GETITEM = [
 ]
 
 
-def _case(idx, dtype, transform=None):
+def _case(idx, dtype, transform=None, device="cpu"):
     helper_test_op(
         [(3, 4, 5)],
         lambda a: a[idx.render(plast if isinstance(a, plast.Tensor) else torch)] * 2,
         dtype=dtype,
         transform=transform,
+        device=device,
     )
 
 
@@ -94,43 +95,51 @@ def _case(idx, dtype, transform=None):
 @pytest.mark.filterwarnings("ignore:Using a non-tuple sequence")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("idx", GETITEM, ids=[repr(i) for i in GETITEM])
-def test_getitem(idx, dtype):
-    _case(idx, dtype)
+def test_getitem(idx, dtype, device):
+    _case(idx, dtype, device=device)
 
 
 @pytest.mark.filterwarnings("ignore:Using a non-tuple sequence")
 @pytest.mark.parametrize("idx", GETITEM, ids=[repr(i) for i in GETITEM])
-def test_getitem_non_contiguous_base(idx):
+def test_getitem_non_contiguous_base(idx, device):
     # (5, 3, 4) -> permuted to (3, 4, 5): the base has non-contiguous strides
     helper_test_op(
         [(5, 3, 4)],
         lambda a: a.permute(1, 2, 0)[idx.render(plast if isinstance(a, plast.Tensor) else torch)] * 2,
+        device=device,
     )
     helper_test_op(
         [(3, 8, 5)],
         lambda a: a[:, ::2][idx.render(plast if isinstance(a, plast.Tensor) else torch)] + 1,
+        device=device,
     )
 
 
-def test_getitem_size_0_and_1_dims_and_strided_indices():
+def test_getitem_size_0_and_1_dims_and_strided_indices(device):
     for idx in [Idx(slice(None), 1), Idx(A([], dtype=np.int64)), Idx(Ellipsis, A([0, 0]))]:
         helper_test_op(
-            [(0, 4)], lambda a, idx=idx: a[idx.render(plast if isinstance(a, plast.Tensor) else torch)]
+            [(0, 4)],
+            lambda a, idx=idx: a[idx.render(plast if isinstance(a, plast.Tensor) else torch)],
+            device=device,
         )
     for idx in [Idx(0), Idx(A([0, 0, 0])), Idx(slice(None), A([[3], [1]])), Idx(A([True]))]:
         helper_test_op(
-            [(1, 4)], lambda a, idx=idx: a[idx.render(plast if isinstance(a, plast.Tensor) else torch)]
+            [(1, 4)],
+            lambda a, idx=idx: a[idx.render(plast if isinstance(a, plast.Tensor) else torch)],
+            device=device,
         )
     ij = np.array([[0, 2, 2], [1, 0, 1]], dtype=np.int32)
     helper_test_op(
         [(3, 4)],
         lambda a: a[(plast.tensor(ij) if isinstance(a, plast.Tensor) else torch.tensor(ij)).T] * 2,
+        device=device,
     )
     helper_test_op(
         [(3, 4)],
         lambda a: a[
             :, (plast.tensor([1, 3]) if isinstance(a, plast.Tensor) else torch.tensor([1, 3])).expand(2, 2)
         ],
+        device=device,
     )
 
 
@@ -374,13 +383,14 @@ IDX_2D = A([[0, 1, 1], [2, 0, 0]])  # repeats in each row
         (1, A([[], []], dtype=np.int64)),
     ],
 )
-def test_gather(dim, index, dtype):
+def test_gather(dim, index, dtype, device):
     helper_test_op(
         [(3, 4)],
         lambda a: (
             a.gather(dim, plast.tensor(index) if isinstance(a, plast.Tensor) else torch.tensor(index)) * 2
         ),
         dtype=dtype,
+        device=device,
     )
     helper_test_op(
         [(4, 3)],
@@ -388,17 +398,21 @@ def test_gather(dim, index, dtype):
             a.T, dim, plast.tensor(index) if isinstance(a, plast.Tensor) else torch.tensor(index)
         ),
         dtype=dtype,
+        device=device,
     )
 
 
-def test_gather_3d_and_0d():
+def test_gather_3d_and_0d(device):
     idx = np.random.default_rng(0).integers(0, 4, (2, 3, 5))
     helper_test_op(
         [(2, 4, 6)],
         lambda a: a.gather(1, plast.tensor(idx) if isinstance(a, plast.Tensor) else torch.tensor(idx)),
+        device=device,
     )
     helper_test_op(
-        [()], lambda a: a.gather(0, plast.tensor(0) if isinstance(a, plast.Tensor) else torch.tensor(0))
+        [()],
+        lambda a: a.gather(0, plast.tensor(0) if isinstance(a, plast.Tensor) else torch.tensor(0)),
+        device=device,
     )
 
 
@@ -424,32 +438,33 @@ SCATTER_IDX = [(0, A([[0, 1, 2, 0], [2, 0, 1, 1]])), (1, A([[3, 0, 1], [1, 2, 3]
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim,index", SCATTER_IDX)
-def test_scatter(dim, index, dtype):
+def test_scatter(dim, index, dtype, device):
     # no repeated positions within the scattered set: torch leaves the winner of a collision unspecified
     def fn(x, src):
         it = plast.tensor(index) if isinstance(x, plast.Tensor) else torch.tensor(index)
         return x.scatter(dim, it, src) * 2
 
-    helper_test_op([(3, 4), index.shape], fn, dtype=dtype)
-    helper_test_op([(4, 3), index.shape], lambda x, s: fn(x.T, s), dtype=dtype)
+    helper_test_op([(3, 4), index.shape], fn, dtype=dtype, device=device)
+    helper_test_op([(4, 3), index.shape], lambda x, s: fn(x.T, s), dtype=dtype, device=device)
     helper_test_op(
         [(3, 4)],
         lambda x: x.scatter(
             dim, plast.tensor(index) if isinstance(x, plast.Tensor) else torch.tensor(index), 1.5
         ),
         dtype=dtype,
+        device=device,
     )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim,index", [(0, A([[0, 0, 2, 0], [0, 0, 1, 1]])), (1, IDX_2D)])
-def test_scatter_add(dim, index, dtype):
+def test_scatter_add(dim, index, dtype, device):
     def fn(x, s):
         m = plast if isinstance(x, plast.Tensor) else torch
         return m.scatter_add(x, dim, m.tensor(index), s) * 2
 
-    helper_test_op([(3, 4), index.shape], fn, dtype=dtype)
-    helper_test_op([(4, 3), index.shape], lambda x, s: fn(x.T, s), dtype=dtype)
+    helper_test_op([(3, 4), index.shape], fn, dtype=dtype, device=device)
+    helper_test_op([(4, 3), index.shape], lambda x, s: fn(x.T, s), dtype=dtype, device=device)
 
 
 @pytest.mark.parametrize("op", ["scatter", "scatter_add"])
@@ -510,13 +525,13 @@ def test_scatter_errors():
     "dim,index",
     [(0, A([2, 0, 2, 2])), (1, A([3])), (-1, A([1, 1, 0, 4])), (1, A(2)), (0, A([], dtype=np.int64))],
 )
-def test_index_select(dim, index, dtype):
+def test_index_select(dim, index, dtype, device):
     def fn(a):
         m = plast if isinstance(a, plast.Tensor) else torch
         return m.index_select(a, dim, m.tensor(index)) * 2
 
-    helper_test_op([(3, 4, 5)], fn, dtype=dtype)
-    helper_test_op([(4, 5, 3)], lambda a: fn(a.permute(2, 0, 1)), dtype=dtype)
+    helper_test_op([(3, 4, 5)], fn, dtype=dtype, device=device)
+    helper_test_op([(4, 5, 3)], lambda a: fn(a.permute(2, 0, 1)), dtype=dtype, device=device)
 
 
 def test_index_select_errors():
@@ -530,7 +545,7 @@ def test_index_select_errors():
 @pytest.mark.parametrize(
     "dim,index,alpha", [(0, A([2, 0, 2]), 1), (1, A([3, 3]), 2.5), (-1, A([0, 4, 0, 0]), -1)]
 )
-def test_index_add(dim, index, alpha, dtype):
+def test_index_add(dim, index, alpha, dtype, device):
     src_shape = [3, 4, 5]
     src_shape[dim] = len(index)
 
@@ -538,9 +553,12 @@ def test_index_add(dim, index, alpha, dtype):
         m = plast if isinstance(x, plast.Tensor) else torch
         return m.index_add(x, dim, m.tensor(index), s, alpha=alpha) * 2
 
-    helper_test_op([(3, 4, 5), tuple(src_shape)], fn, dtype=dtype)
+    helper_test_op([(3, 4, 5), tuple(src_shape)], fn, dtype=dtype, device=device)
     helper_test_op(
-        [(3, 4, 5), tuple(src_shape)], lambda x, s: fn(x.transpose(0, 1).transpose(0, 1) * 1, s), dtype=dtype
+        [(3, 4, 5), tuple(src_shape)],
+        lambda x, s: fn(x.transpose(0, 1).transpose(0, 1) * 1, s),
+        dtype=dtype,
+        device=device,
     )
 
 
@@ -558,7 +576,7 @@ def test_index_add_inplace_and_errors():
 
 
 @pytest.mark.parametrize("accumulate", [False, True])
-def test_index_put(accumulate):
+def test_index_put(accumulate, device):
     i0 = A([0, 2, 2] if accumulate else [0, 2, 1])
     i1 = A([1, 1, 1] if accumulate else [3, 0, 1])
 
@@ -566,8 +584,8 @@ def test_index_put(accumulate):
         m = plast if isinstance(x, plast.Tensor) else torch
         return x.index_put((m.tensor(i0), m.tensor(i1)), v, accumulate=accumulate) * 2
 
-    helper_test_op([(3, 4), (3,)], fn)
-    helper_test_op([(3, 4), (1,)], fn, dtype=np.float64)
+    helper_test_op([(3, 4), (3,)], fn, device=device)
+    helper_test_op([(3, 4), (1,)], fn, dtype=np.float64, device=device)
     for m in (plast, torch):
         x = m.zeros(3, 4)
         x.index_put_((m.tensor(i0),), m.tensor(1.0), accumulate=accumulate)
@@ -579,28 +597,28 @@ def test_index_put(accumulate):
 
 
 @pytest.mark.parametrize("dim,ishape", [(1, (3, 2)), (0, (5, 4)), (None, (7,)), (1, (1, 2)), (-1, (3, 1))])
-def test_take_along_dim(dim, ishape):
+def test_take_along_dim(dim, ishape, device):
     idx = np.random.default_rng(1).integers(0, 3, ishape)
 
     def fn(a):
         m = plast if isinstance(a, plast.Tensor) else torch
         return m.take_along_dim(a, m.tensor(idx), dim) * 2
 
-    helper_test_op([(3, 4)], fn)
+    helper_test_op([(3, 4)], fn, device=device)
     with pytest.raises(plast.ShapeError):
         plast.take_along_dim(plast.zeros(3, 4), plast.tensor([0]), 1)
 
 
-def test_masked_select():
+def test_masked_select(device):
     mask = M34
 
     def fn(a):
         m = plast if isinstance(a, plast.Tensor) else torch
         return m.masked_select(a, m.tensor(mask)) * 2
 
-    helper_test_op([(3, 4)], fn)
-    helper_test_op([(2, 3, 4)], fn)  # the mask broadcasts
-    helper_test_op([(3, 1)], fn)  # the input broadcasts
+    helper_test_op([(3, 4)], fn, device=device)
+    helper_test_op([(2, 3, 4)], fn, device=device)  # the mask broadcasts
+    helper_test_op([(3, 1)], fn, device=device)  # the input broadcasts
     with pytest.raises(plast.DTypeError):
         plast.masked_select(plast.zeros(3), plast.tensor([1, 0, 1]))
 

@@ -61,7 +61,7 @@ def test_movement_errors_are_clear():
 
 @pytest.mark.parametrize("shape", [(5, 3), (2, 4, 3), (2, 1, 4, 3)])
 @pytest.mark.parametrize("bias", [True, False])
-def test_linear_any_rank_matches_torch(shape, bias):
+def test_linear_any_rank_matches_torch(shape, bias, device):
     """Inputs of more than 2 dims run as one 2-D product (one GEMM per gradient)."""
     shapes = [shape, (6, 3)] + ([(6,)] if bias else [])
 
@@ -71,25 +71,27 @@ def test_linear_any_rank_matches_torch(shape, bias):
     def ft(x, w, *b):
         return torch.nn.functional.linear(x, w, b[0] if b else None)
 
-    helper_test_op(shapes, fp, ft)
-    helper_test_op(shapes, fp, ft, dtype=np.float64)
+    helper_test_op(shapes, fp, ft, device=device)
+    helper_test_op(shapes, fp, ft, dtype=np.float64, device=device)
 
 
-def test_linear_non_contiguous_input():
+def test_linear_non_contiguous_input(device):
     helper_test_op(
         [(3, 4, 5), (6, 5)],
         lambda x, w: plast.linear(x.transpose(0, 1), w),
         lambda x, w: torch.nn.functional.linear(x.transpose(0, 1), w),
+        device=device,
     )
 
 
-def test_matmul_and_addmm_gradients_in_the_weights_layout():
-    helper_test_op([(4, 3), (5, 3)], lambda x, w: x @ w.T, lambda x, w: x @ w.T)
-    helper_test_op([(4, 3), (3, 5)], lambda x, w: x @ w, lambda x, w: x @ w)
+def test_matmul_and_addmm_gradients_in_the_weights_layout(device):
+    helper_test_op([(4, 3), (5, 3)], lambda x, w: x @ w.T, lambda x, w: x @ w.T, device=device)
+    helper_test_op([(4, 3), (3, 5)], lambda x, w: x @ w, lambda x, w: x @ w, device=device)
     helper_test_op(
         [(5,), (4, 3), (5, 3)],
         lambda b, x, w: plast.addmm(b, x, w.T, beta=0.5, alpha=2.0),
         lambda b, x, w: torch.addmm(b, x, w.T, beta=0.5, alpha=2.0),
+        device=device,
     )
 
 

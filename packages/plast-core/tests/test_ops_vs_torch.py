@@ -24,8 +24,8 @@ BROADCASTS = [
     [lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b, lambda a, b: a / (b * b + 0.5)],
     ids=["add", "sub", "mul", "div"],
 )
-def test_binary(shapes, fn, dtype):
-    helper_test_op(shapes, fn, dtype=dtype)
+def test_binary(shapes, fn, dtype, device):
+    helper_test_op(shapes, fn, dtype=dtype, device=device)
 
 
 @pytest.mark.parametrize(
@@ -33,13 +33,13 @@ def test_binary(shapes, fn, dtype):
     [lambda a: -a, lambda a: a * 3 - 1, lambda a: 2 / (a * a + 1), lambda a: 1 - a],
     ids=["neg", "scalar_ops", "rdiv", "rsub"],
 )
-def test_unary_and_scalar(fn):
-    helper_test_op([(4, 5)], fn)
+def test_unary_and_scalar(fn, device):
+    helper_test_op([(4, 5)], fn, device=device)
 
 
 @pytest.mark.parametrize("dims", [None, 0, 1, -1, (0, 2)])
 @pytest.mark.parametrize("keepdim", [False, True])
-def test_sum_mean(dims, keepdim):
+def test_sum_mean(dims, keepdim, device):
     def ps(a):
         return a.sum(dims, keepdim=keepdim) if dims is not None else a.sum()
 
@@ -48,20 +48,20 @@ def test_sum_mean(dims, keepdim):
 
     if dims is None and keepdim:
         pytest.skip("torch's sum() without dim has no keepdim")
-    helper_test_op([(3, 4, 5)], ps)
-    helper_test_op([(3, 4, 5)], pm)
+    helper_test_op([(3, 4, 5)], ps, device=device)
+    helper_test_op([(3, 4, 5)], pm, device=device)
 
 
-def test_non_contiguous_inputs():
-    helper_test_op([(4, 6), (6, 4)], lambda a, b: a.T * b + b, transform=None)
-    helper_test_op([(3, 4, 5)], lambda a: (a.permute(2, 0, 1) * 2).sum(1))
-    helper_test_op([(3, 4, 5), (5, 4, 3)], lambda a, b: a.transpose(0, 2) + b)
-    helper_test_op([(3, 4)], lambda a: a.T.reshape(12) * 1.5)  # reshape of a transpose copies
-    helper_test_op([(3, 1, 4)], lambda a: a.expand(3, 5, 4) * a)
+def test_non_contiguous_inputs(device):
+    helper_test_op([(4, 6), (6, 4)], lambda a, b: a.T * b + b, transform=None, device=device)
+    helper_test_op([(3, 4, 5)], lambda a: (a.permute(2, 0, 1) * 2).sum(1), device=device)
+    helper_test_op([(3, 4, 5), (5, 4, 3)], lambda a, b: a.transpose(0, 2) + b, device=device)
+    helper_test_op([(3, 4)], lambda a: a.T.reshape(12) * 1.5, device=device)  # reshape of a transpose copies
+    helper_test_op([(3, 1, 4)], lambda a: a.expand(3, 5, 4) * a, device=device)
 
 
-def test_views_share_gradient():
-    helper_test_op([(2, 6)], lambda a: a.view(3, 4).T.reshape(-1, 2) * a.reshape(6, 2))
+def test_views_share_gradient(device):
+    helper_test_op([(2, 6)], lambda a: a.view(3, 4).T.reshape(-1, 2) * a.reshape(6, 2), device=device)
 
 
 def test_gradient_accumulates_and_retain_graph():
@@ -120,14 +120,16 @@ UNARY = {
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", sorted(UNARY))
-def test_unary_ops(name, dtype):
+def test_unary_ops(name, dtype, device):
     fn, lo, hi = UNARY[name]
-    helper_test_op([(4, 7)], fn, dtype=dtype, low=lo, high=hi)
-    helper_test_op([(7, 4)], lambda a: fn(a.T), dtype=dtype, low=lo, high=hi)  # non-contiguous input
+    helper_test_op([(4, 7)], fn, dtype=dtype, low=lo, high=hi, device=device)
+    helper_test_op(
+        [(7, 4)], lambda a: fn(a.T), dtype=dtype, low=lo, high=hi, device=device
+    )  # non-contiguous input
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_silu(approximate):
+def test_gelu_silu(approximate, device):
     import plast
 
     helper_test_op(
@@ -139,9 +141,12 @@ def test_gelu_silu(approximate):
         ),
         low=-4,
         high=4,
+        device=device,
     )
     helper_test_op(
-        [(5, 6)], lambda a: plast.silu(a) if isinstance(a, plast.Tensor) else torch.nn.functional.silu(a)
+        [(5, 6)],
+        lambda a: plast.silu(a) if isinstance(a, plast.Tensor) else torch.nn.functional.silu(a),
+        device=device,
     )
 
 
@@ -159,14 +164,14 @@ MATMULS = [
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shapes", MATMULS)
-def test_matmul(shapes, dtype):
-    helper_test_op(shapes, lambda a, b: a @ b, dtype=dtype)
+def test_matmul(shapes, dtype, device):
+    helper_test_op(shapes, lambda a, b: a @ b, dtype=dtype, device=device)
 
 
-def test_matmul_transposed_and_int_promotion():
+def test_matmul_transposed_and_int_promotion(device):
     import plast
 
-    helper_test_op([(5, 3), (4, 5)], lambda a, b: a.T @ b.T)
+    helper_test_op([(5, 3), (4, 5)], lambda a, b: a.T @ b.T, device=device)
     x = plast.tensor([[0, 1], [1, 0]])
     w = plast.tensor([[2.0], [3.0]])
     assert (x @ w).dtype == plast.float32 and (x @ w).tolist() == [[3.0], [2.0]]

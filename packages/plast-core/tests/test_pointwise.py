@@ -49,12 +49,12 @@ def both(fn_p, fn_t, *arrays, **kw):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shapes", BROADCASTS)
-def test_pow_tensor_tensor(shapes, dtype):
+def test_pow_tensor_tensor(shapes, dtype, device):
     rng = np.random.default_rng(1)
     a = rng.uniform(0.5, 2.0, shapes[0]).astype(dtype)
     b = rng.uniform(-2.0, 2.0, shapes[1]).astype(dtype)
-    helper_test_op(None, lambda x, y: x**y, inputs=[a, b], dtype=dtype)
-    helper_test_op(None, lambda x, y: x.pow(y), inputs=[a, b], dtype=dtype)
+    helper_test_op(None, lambda x, y: x**y, inputs=[a, b], dtype=dtype, device=device)
+    helper_test_op(None, lambda x, y: x.pow(y), inputs=[a, b], dtype=dtype, device=device)
 
 
 POW_SCALAR = [
@@ -75,33 +75,41 @@ POW_SCALAR = [
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name,fn,negative_ok", POW_SCALAR, ids=[p[0] for p in POW_SCALAR])
-def test_pow_scalar(name, fn, negative_ok, dtype):
+def test_pow_scalar(name, fn, negative_ok, dtype, device):
     rng = np.random.default_rng(2)
     x = rng.uniform(0.3, 2.0, (3, 5)).astype(dtype)
-    helper_test_op(None, fn, inputs=[x], dtype=dtype)
+    helper_test_op(None, fn, inputs=[x], dtype=dtype, device=device)
     if negative_ok:
-        helper_test_op(None, fn, inputs=[-x], dtype=dtype)
-    helper_test_op([(0, 2)], fn, dtype=dtype)
+        helper_test_op(None, fn, inputs=[-x], dtype=dtype, device=device)
+    helper_test_op([(0, 2)], fn, dtype=dtype, device=device)
 
 
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
-def test_pow_zero_base_and_exponent_gradients_match_torch():
+def test_pow_zero_base_and_exponent_gradients_match_torch(device):
     # base 0: the exponent's gradient is masked to 0 where exponent >= 0; exponent 0: the base's gradient is 0
     base = np.array([0.0, 0.0, 0.0, -1.0, 2.0, 3.0])
     expo = np.array([0.0, 2.0, -1.0, 2.0, 0.0, 0.5])
-    helper_test_op(None, lambda a, b: a**b, inputs=[base, expo], dtype=np.float64)
-    helper_test_op(None, lambda b: 0.0**b, inputs=[expo], dtype=np.float64)
-    helper_test_op(None, lambda a: a**0, inputs=[base], dtype=np.float64)
-    helper_test_op(None, lambda a: a**0.0, inputs=[base], dtype=np.float64)
+    helper_test_op(None, lambda a, b: a**b, inputs=[base, expo], dtype=np.float64, device=device)
+    helper_test_op(None, lambda b: 0.0**b, inputs=[expo], dtype=np.float64, device=device)
+    helper_test_op(None, lambda a: a**0, inputs=[base], dtype=np.float64, device=device)
+    helper_test_op(None, lambda a: a**0.0, inputs=[base], dtype=np.float64, device=device)
 
 
-def test_pow_0d_exponent_tensor_and_promotion():
+def test_pow_0d_exponent_tensor_and_promotion(device):
     rng = np.random.default_rng(3)
     helper_test_op(
-        None, lambda a, b: a**b, inputs=[rng.uniform(0.5, 2, (2, 3)), np.array(1.7)], dtype=np.float64
+        None,
+        lambda a, b: a**b,
+        inputs=[rng.uniform(0.5, 2, (2, 3)), np.array(1.7)],
+        dtype=np.float64,
+        device=device,
     )
     helper_test_op(
-        None, lambda a, b: b**a, inputs=[rng.uniform(-1, 1, (2, 3)), np.array(1.7)], dtype=np.float64
+        None,
+        lambda a, b: b**a,
+        inputs=[rng.uniform(-1, 1, (2, 3)), np.array(1.7)],
+        dtype=np.float64,
+        device=device,
     )
 
 
@@ -139,11 +147,11 @@ DIVISIONS = [
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shapes", BROADCASTS)
 @pytest.mark.parametrize("name,fp,ft", DIVISIONS, ids=[d[0] for d in DIVISIONS])
-def test_division_float(name, fp, ft, shapes, dtype):
+def test_division_float(name, fp, ft, shapes, dtype, device):
     rng = np.random.default_rng(4)
     a = rng.uniform(-5, 5, shapes[0]).astype(dtype)
     b = away_from_zero(shapes[1], rng, dtype)
-    helper_test_op(None, fp, ft, inputs=[a, b], dtype=dtype, grad=name != "floor_divide")
+    helper_test_op(None, fp, ft, inputs=[a, b], dtype=dtype, grad=name != "floor_divide", device=device)
 
 
 @pytest.mark.parametrize("name,fp,ft", DIVISIONS, ids=[d[0] for d in DIVISIONS])
@@ -209,19 +217,21 @@ def test_floor_divide_has_no_gradient():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shapes", BROADCASTS)
 @pytest.mark.parametrize("name", ["maximum", "minimum"])
-def test_maximum_minimum(name, shapes, dtype):
+def test_maximum_minimum(name, shapes, dtype, device):
     fp, ft = getattr(plast, name), getattr(torch, name)
-    helper_test_op(shapes, fp, ft, dtype=dtype)
+    helper_test_op(shapes, fp, ft, dtype=dtype, device=device)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ["maximum", "minimum"])
-def test_maximum_minimum_ties_and_nan(name, dtype):
+def test_maximum_minimum_ties_and_nan(name, dtype, device):
     nan = float("nan")
     a = np.array([nan, 1.0, 2.0, 3.0, nan, -1.0], dtype)
     b = np.array([1.0, nan, 2.0, 1.0, nan, 5.0], dtype)
     fp, ft = getattr(plast, name), getattr(torch, name)
-    out = helper_test_op(None, fp, ft, inputs=[a, b], dtype=dtype, tol=dict(equal_nan=True, **TOL[dtype]))
+    out = helper_test_op(
+        None, fp, ft, inputs=[a, b], dtype=dtype, tol=dict(equal_nan=True, **TOL[dtype]), device=device
+    )
     assert np.isnan(out.detach().numpy()[[0, 1, 4]]).all()
 
 
@@ -259,40 +269,42 @@ CLAMPS = [
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name,fp,ft", CLAMPS, ids=[c[0] for c in CLAMPS])
-def test_clamp_scalar_bounds(name, fp, ft, dtype):
-    helper_test_op([(4, 5)], fp, ft, dtype=dtype)
-    helper_test_op([(0, 3)], fp, ft, dtype=dtype)
-    helper_test_op([()], fp, ft, dtype=dtype)
+def test_clamp_scalar_bounds(name, fp, ft, dtype, device):
+    helper_test_op([(4, 5)], fp, ft, dtype=dtype, device=device)
+    helper_test_op([(0, 3)], fp, ft, dtype=dtype, device=device)
+    helper_test_op([()], fp, ft, dtype=dtype, device=device)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_clamp_gradient_at_the_bounds_is_inclusive(dtype):
+def test_clamp_gradient_at_the_bounds_is_inclusive(dtype, device):
     x = np.array([-1.0, -0.5, 0.0, 0.7, 1.0, float("nan")], dtype)
     tol = dict(equal_nan=True, **TOL[dtype])
-    helper_test_op(None, lambda t: t.clamp(-0.5, 0.7), inputs=[x], dtype=dtype, tol=tol)
-    helper_test_op(None, lambda t: t.clamp(min=-0.5), inputs=[x], dtype=dtype, tol=tol)
-    helper_test_op(None, lambda t: t.clamp(max=0.7), inputs=[x], dtype=dtype, tol=tol)
+    helper_test_op(None, lambda t: t.clamp(-0.5, 0.7), inputs=[x], dtype=dtype, tol=tol, device=device)
+    helper_test_op(None, lambda t: t.clamp(min=-0.5), inputs=[x], dtype=dtype, tol=tol, device=device)
+    helper_test_op(None, lambda t: t.clamp(max=0.7), inputs=[x], dtype=dtype, tol=tol, device=device)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     "shapes", [((3, 4), (3, 4), (3, 4)), ((3, 4), (4,), (3, 1)), ((2, 4), (4,), ()), ((0, 2), (2,), (1,))]
 )
-def test_clamp_tensor_bounds(shapes, dtype):
+def test_clamp_tensor_bounds(shapes, dtype, device):
     rng = np.random.default_rng(6)
     x = rng.uniform(-2, 2, shapes[0]).astype(dtype)
     lo = rng.uniform(-1.5, 0.5, shapes[1]).astype(dtype)
     hi = rng.uniform(-0.5, 1.5, shapes[2]).astype(dtype)  # overlaps lo, so some min > max elements
-    helper_test_op(None, lambda a, b, c: a.clamp(b, c), inputs=[x, lo, hi], dtype=dtype)
-    helper_test_op(None, lambda a, b: a.clamp(min=b), inputs=[x, lo], dtype=dtype)
-    helper_test_op(None, lambda a, c: a.clamp(max=c), inputs=[x, hi], dtype=dtype)
+    helper_test_op(None, lambda a, b, c: a.clamp(b, c), inputs=[x, lo, hi], dtype=dtype, device=device)
+    helper_test_op(None, lambda a, b: a.clamp(min=b), inputs=[x, lo], dtype=dtype, device=device)
+    helper_test_op(None, lambda a, c: a.clamp(max=c), inputs=[x, hi], dtype=dtype, device=device)
 
 
-def test_clamp_input_broadcast_to_bounds():
+def test_clamp_input_broadcast_to_bounds(device):
     # torch's clamp backward can't reduce a broadcast input, so compare plast's gradient with the expanded input
     rng = np.random.default_rng(16)
     x, lo = rng.uniform(-2, 2, (4,)), rng.uniform(-1, 0, (2, 4))
-    helper_test_op(None, lambda a, b: a.clamp(min=b), inputs=[x, lo], dtype=np.float64, grad=False)
+    helper_test_op(
+        None, lambda a, b: a.clamp(min=b), inputs=[x, lo], dtype=np.float64, grad=False, device=device
+    )
     xp = plast.tensor(x, requires_grad=True)
     xt = torch.tensor(x).expand(2, 4).clone().requires_grad_()
     xp.clamp(min=plast.tensor(lo)).sum().backward()
@@ -300,7 +312,7 @@ def test_clamp_input_broadcast_to_bounds():
     np.testing.assert_allclose(xp.grad.numpy(), xt.grad.numpy().sum(0))
 
 
-def test_clamp_tensor_bounds_ties_and_nan():
+def test_clamp_tensor_bounds_ties_and_nan(device):
     nan = float("nan")
     x = np.array([nan, 1.0, 2.0, 3.0, 0.0, 1.0, 1.0])
     lo = np.array([1.0, nan, 2.0, 1.0, 1.0, 1.0, 2.0])
@@ -311,6 +323,7 @@ def test_clamp_tensor_bounds_ties_and_nan():
         inputs=[x, lo, hi],
         dtype=np.float64,
         tol=dict(equal_nan=True, **TOL[np.float64]),
+        device=device,
     )
 
 
@@ -344,7 +357,7 @@ def test_clamp_dtypes_and_errors():
         ((1,), (1, 1), (1,)),
     ],
 )
-def test_where(shapes, dtype):
+def test_where(shapes, dtype, device):
     rng = np.random.default_rng(7)
     cond = rng.uniform(size=shapes[0]) < 0.5
     a = rng.uniform(-2, 2, shapes[1]).astype(dtype)
@@ -357,9 +370,14 @@ def test_where(shapes, dtype):
         ),
         inputs=[a, b],
         dtype=dtype,
+        device=device,
     )
     helper_test_op(
-        None, lambda x: x.where(pc if isinstance(x, plast.Tensor) else tc, 0.5), inputs=[a], dtype=dtype
+        None,
+        lambda x: x.where(pc if isinstance(x, plast.Tensor) else tc, 0.5),
+        inputs=[a],
+        dtype=dtype,
+        device=device,
     )
     helper_test_op(
         None,
@@ -368,6 +386,7 @@ def test_where(shapes, dtype):
         ),
         inputs=[b],
         dtype=dtype,
+        device=device,
     )
 
 
@@ -400,7 +419,7 @@ def test_where_errors():
 @pytest.mark.parametrize(
     "shapes", [((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (3, 5)), ((0, 2), (2,)), ((), ())]
 )
-def test_masked_fill(shapes, dtype):
+def test_masked_fill(shapes, dtype, device):
     rng = np.random.default_rng(8)
     mask = rng.uniform(size=shapes[1]) < 0.5
     pm, tm = plast.tensor(mask), torch.tensor(mask)
@@ -408,10 +427,10 @@ def test_masked_fill(shapes, dtype):
     def m(t):
         return pm if isinstance(t, plast.Tensor) else tm
 
-    helper_test_op([shapes[0]], lambda x: x.masked_fill(m(x), -3.5), dtype=dtype)
-    helper_test_op([shapes[0]], lambda x: x.masked_fill(m(x), float("-inf")) * 1, dtype=dtype)
+    helper_test_op([shapes[0]], lambda x: x.masked_fill(m(x), -3.5), dtype=dtype, device=device)
+    helper_test_op([shapes[0]], lambda x: x.masked_fill(m(x), float("-inf")) * 1, dtype=dtype, device=device)
     # a 0-d tensor value gets the gradient of the filled positions
-    helper_test_op([shapes[0], ()], lambda x, v: x.masked_fill(m(x), v), dtype=dtype)
+    helper_test_op([shapes[0], ()], lambda x, v: x.masked_fill(m(x), v), dtype=dtype, device=device)
     if shapes[0] == shapes[1] and len(shapes[0]) == 2:
         helper_test_op(
             [shapes[0]],
@@ -421,6 +440,7 @@ def test_masked_fill(shapes, dtype):
                 else x.T.masked_fill(tm.T, 1.0)
             ),
             dtype=dtype,
+            device=device,
         )
 
 
@@ -584,11 +604,11 @@ ROUNDING = [
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name,fp,ft", ROUNDING, ids=[r[0] for r in ROUNDING])
-def test_rounding(name, fp, ft, dtype):
-    helper_test_op([(4, 5)], fp, ft, dtype=dtype, low=-30, high=30)
-    helper_test_op([(0, 5)], fp, ft, dtype=dtype)
+def test_rounding(name, fp, ft, dtype, device):
+    helper_test_op([(4, 5)], fp, ft, dtype=dtype, low=-30, high=30, device=device)
+    helper_test_op([(0, 5)], fp, ft, dtype=dtype, device=device)
     halves = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 1234.5678, -7.25, 15.0, 25.0], dtype)
-    helper_test_op(None, fp, ft, inputs=[halves], dtype=dtype)
+    helper_test_op(None, fp, ft, inputs=[halves], dtype=dtype, device=device)
     x = plast.tensor(halves, requires_grad=True)
     fp(x).backward(plast.ones(halves.shape, dtype=x.dtype))
     assert x.grad is not None and not x.grad.numpy().any()  # zeros, as torch gives
@@ -619,10 +639,10 @@ UNARY = [
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name,fp,ft,low,high", UNARY, ids=[u[0] for u in UNARY])
-def test_unary(name, fp, ft, low, high, dtype):
-    helper_test_op([(3, 4)], fp, ft, dtype=dtype, low=low, high=high)
-    helper_test_op([(0,)], fp, ft, dtype=dtype, low=low, high=high)
-    helper_test_op([(1, 1)], fp, ft, dtype=dtype, low=low, high=high)
+def test_unary(name, fp, ft, low, high, dtype, device):
+    helper_test_op([(3, 4)], fp, ft, dtype=dtype, low=low, high=high, device=device)
+    helper_test_op([(0,)], fp, ft, dtype=dtype, low=low, high=high, device=device)
+    helper_test_op([(1, 1)], fp, ft, dtype=dtype, low=low, high=high, device=device)
     helper_test_op(
         [(3, 4, 5)],
         lambda x: fp(x.permute(2, 0, 1)),
@@ -630,6 +650,7 @@ def test_unary(name, fp, ft, low, high, dtype):
         dtype=dtype,
         low=low,
         high=high,
+        device=device,
     )
 
 
@@ -673,13 +694,13 @@ ACTIVATIONS = [
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name,fp,ft", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
-def test_activations(name, fp, ft, dtype):
-    helper_test_op([(4, 6)], fp, ft, dtype=dtype, low=-4, high=4)
-    helper_test_op([(0, 6)], fp, ft, dtype=dtype)
-    helper_test_op([(4, 6)], lambda x: fp(x.T), lambda x: ft(x.T), dtype=dtype)
+def test_activations(name, fp, ft, dtype, device):
+    helper_test_op([(4, 6)], fp, ft, dtype=dtype, low=-4, high=4, device=device)
+    helper_test_op([(0, 6)], fp, ft, dtype=dtype, device=device)
+    helper_test_op([(4, 6)], lambda x: fp(x.T), lambda x: ft(x.T), dtype=dtype, device=device)
     # edges: exactly 0 and the hardtanh bounds, and inputs large enough that exp overflows in a discarded branch
     edges = np.array([0.0, -1.0, 1.0, -0.5, 2.0, 100.0, -100.0, 1e4, 3.0, 1.5], dtype)
-    helper_test_op(None, fp, ft, inputs=[edges], dtype=dtype)
+    helper_test_op(None, fp, ft, inputs=[edges], dtype=dtype, device=device)
 
 
 def test_activation_details():
@@ -695,28 +716,30 @@ def test_activation_details():
 @pytest.mark.parametrize(
     "shapes", [((3, 4), (3, 4), (3, 4)), ((3, 4), (4,), (3, 1)), ((0, 2), (2,), ()), ((1,), (2, 1), (1, 3))]
 )
-def test_lerp_addcmul_addcdiv(shapes, dtype):
-    helper_test_op(shapes, lambda a, b, w: a.lerp(b, w), dtype=dtype)
+def test_lerp_addcmul_addcdiv(shapes, dtype, device):
+    helper_test_op(shapes, lambda a, b, w: a.lerp(b, w), dtype=dtype, device=device)
     helper_test_op(
         shapes[:2],
         lambda a, b: plast.lerp(a, b, 0.3) if isinstance(a, plast.Tensor) else torch.lerp(a, b, 0.3),
         dtype=dtype,
+        device=device,
     )
-    helper_test_op(shapes[:2], lambda a, b: a.lerp(b, 0.8), dtype=dtype)
-    helper_test_op(shapes, lambda a, b, c: a.addcmul(b, c), dtype=dtype)
-    helper_test_op(shapes, lambda a, b, c: a.addcmul(b, c, value=-0.5), dtype=dtype)
+    helper_test_op(shapes[:2], lambda a, b: a.lerp(b, 0.8), dtype=dtype, device=device)
+    helper_test_op(shapes, lambda a, b, c: a.addcmul(b, c), dtype=dtype, device=device)
+    helper_test_op(shapes, lambda a, b, c: a.addcmul(b, c, value=-0.5), dtype=dtype, device=device)
     rng = np.random.default_rng(12)
     ins = [
         rng.uniform(-2, 2, shapes[0]).astype(dtype),
         rng.uniform(-2, 2, shapes[1]).astype(dtype),
         away_from_zero(shapes[2], rng, dtype),
     ]
-    helper_test_op(None, lambda a, b, c: a.addcdiv(b, c), inputs=ins, dtype=dtype)
+    helper_test_op(None, lambda a, b, c: a.addcdiv(b, c), inputs=ins, dtype=dtype, device=device)
     helper_test_op(
         None,
         lambda a, b, c: (plast if isinstance(a, plast.Tensor) else torch).addcdiv(a, b, c, value=2),
         inputs=ins,
         dtype=dtype,
+        device=device,
     )
 
 
@@ -748,12 +771,12 @@ def test_lerp_addcdiv_errors():
     ],
     ids=["pow", "remainder", "fmod", "maximum", "minimum", "clamp", "where", "masked_fill"],
 )
-def test_non_contiguous(fn, view_name, view, dtype):
+def test_non_contiguous(fn, view_name, view, dtype, device):
     rng = np.random.default_rng(13)
     shape = (3, 4, 5) if view_name == "permute" else (4, 5)
     a = rng.uniform(0.5, 2.0, shape).astype(dtype)
     b = rng.uniform(0.5, 2.0, shape).astype(dtype)
-    helper_test_op(None, fn, inputs=[a, b], dtype=dtype, transform=view)
+    helper_test_op(None, fn, inputs=[a, b], dtype=dtype, transform=view, device=device)
 
 
 # ---- double backward and finite differences (float64) ----

@@ -55,18 +55,24 @@ def _grad_check(arr, fp, ft, up=None):
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("name", ["max", "min", "amax", "amin"])
-def test_full_reductions(name, shape, dtype):
-    helper_test_op([shape], lambda a: getattr(a, name)(), dtype=dtype)
+def test_full_reductions(name, shape, dtype, device):
+    helper_test_op([shape], lambda a: getattr(a, name)(), dtype=dtype, device=device)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("dim", [0, 1, -1])
 @pytest.mark.parametrize("keepdim", [False, True])
 @pytest.mark.parametrize("name", ["max", "min"])
-def test_max_min_dim(name, dim, keepdim, dtype):
-    helper_test_op([(3, 4, 5)], lambda a: getattr(a, name)(dim, keepdim=keepdim).values, dtype=dtype)
+def test_max_min_dim(name, dim, keepdim, dtype, device):
     helper_test_op(
-        [(3, 4, 5)], lambda a: getattr(a, name)(dim=dim, keepdim=keepdim)[0], dtype=dtype, transform=_perm
+        [(3, 4, 5)], lambda a: getattr(a, name)(dim, keepdim=keepdim).values, dtype=dtype, device=device
+    )
+    helper_test_op(
+        [(3, 4, 5)],
+        lambda a: getattr(a, name)(dim=dim, keepdim=keepdim)[0],
+        dtype=dtype,
+        transform=_perm,
+        device=device,
     )
     rng = np.random.default_rng(1)
     p, t = _both(rng.standard_normal((3, 4, 5)).astype(dtype))
@@ -80,16 +86,18 @@ def test_max_min_dim(name, dim, keepdim, dtype):
 @pytest.mark.parametrize("dims", [0, (0, 2), -1, (1, -1), ()])
 @pytest.mark.parametrize("keepdim", [False, True])
 @pytest.mark.parametrize("name", ["amax", "amin"])
-def test_amax_amin_dims(name, dims, keepdim, dtype):
-    helper_test_op([(3, 4, 5)], lambda a: getattr(a, name)(dims, keepdim=keepdim), dtype=dtype)
-    helper_test_op([(3, 4, 5)], lambda a: getattr(a, name)(dims, keepdim), dtype=dtype, transform=_perm)
+def test_amax_amin_dims(name, dims, keepdim, dtype, device):
+    helper_test_op([(3, 4, 5)], lambda a: getattr(a, name)(dims, keepdim=keepdim), dtype=dtype, device=device)
+    helper_test_op(
+        [(3, 4, 5)], lambda a: getattr(a, name)(dims, keepdim), dtype=dtype, transform=_perm, device=device
+    )
 
 
-def test_max_dim_size_one_and_zero_d():
-    helper_test_op([(4, 1)], lambda a: a.max(1).values)
-    helper_test_op([(1, 4)], lambda a: a.min(0, keepdim=True).values)
-    helper_test_op([()], lambda a: a.max(0).values)
-    helper_test_op([()], lambda a: a.amin(-1))
+def test_max_dim_size_one_and_zero_d(device):
+    helper_test_op([(4, 1)], lambda a: a.max(1).values, device=device)
+    helper_test_op([(1, 4)], lambda a: a.min(0, keepdim=True).values, device=device)
+    helper_test_op([()], lambda a: a.max(0).values, device=device)
+    helper_test_op([()], lambda a: a.amin(-1), device=device)
     p, t = _both(np.float32(2.5))
     _same(p.max(0).indices, t.max(0).indices, exact=True)
     _same(p.argmax(0), t.argmax(0), exact=True)
@@ -181,17 +189,19 @@ def test_argmax_ties_take_first():
     "kw", [{}, {"correction": 0}, {"correction": 2}, {"unbiased": False}, {"keepdim": True}]
 )
 @pytest.mark.parametrize("name", ["var", "std"])
-def test_var_std(name, dim, kw, dtype):
-    helper_test_op([(3, 4, 5)], lambda a: getattr(a, name)(dim, **kw), dtype=dtype)
-    helper_test_op([(3, 4, 5)], lambda a: getattr(a, name)(dim, **kw), dtype=dtype, transform=_perm)
+def test_var_std(name, dim, kw, dtype, device):
+    helper_test_op([(3, 4, 5)], lambda a: getattr(a, name)(dim, **kw), dtype=dtype, device=device)
+    helper_test_op(
+        [(3, 4, 5)], lambda a: getattr(a, name)(dim, **kw), dtype=dtype, transform=_perm, device=device
+    )
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_var_std_forms_and_degenerate():
-    helper_test_op([(4, 3)], lambda a: a.var(True))  # torch.var(x, unbiased)
-    helper_test_op([(4, 3)], lambda a: a.std(1, False, True))  # (dim, unbiased, keepdim)
-    helper_test_op([(4, 1)], lambda a: a.var(1, correction=0))
-    helper_test_op([()], lambda a: a.std(correction=0), grad=False)
+def test_var_std_forms_and_degenerate(device):
+    helper_test_op([(4, 3)], lambda a: a.var(True), device=device)  # torch.var(x, unbiased)
+    helper_test_op([(4, 3)], lambda a: a.std(1, False, True), device=device)  # (dim, unbiased, keepdim)
+    helper_test_op([(4, 1)], lambda a: a.var(1, correction=0), device=device)
+    helper_test_op([()], lambda a: a.std(correction=0), grad=False, device=device)
     p, t = _both(np.ones((2, 1), np.float32))
     _same(p.var(1), t.var(1), exact=True)  # one element, correction 1: nan
     _same(plast.zeros(0, 3).var(0), torch.zeros(0, 3).var(0), exact=True)
@@ -210,15 +220,19 @@ def test_var_std_forms_and_degenerate():
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("p", [2, 1, math.inf, -math.inf, "fro", 3, 0.5, 1.5])
 @pytest.mark.parametrize("dim", [None, 1, (0, 2)])
-def test_norm(p, dim, dtype):
-    helper_test_op([(3, 4, 5)], lambda a: a.norm(p, dim), dtype=dtype)
-    helper_test_op([(3, 4, 5)], lambda a: a.norm(p, dim, keepdim=True), dtype=dtype, transform=_perm)
-
-
-def test_norm_default_zero_and_empty():
-    helper_test_op([(3, 4)], lambda a: a.norm())
+def test_norm(p, dim, dtype, device):
+    helper_test_op([(3, 4, 5)], lambda a: a.norm(p, dim), dtype=dtype, device=device)
     helper_test_op(
-        [(3, 4)], lambda a: plast.norm(a, dim=0) if isinstance(a, plast.Tensor) else torch.norm(a, dim=0)
+        [(3, 4, 5)], lambda a: a.norm(p, dim, keepdim=True), dtype=dtype, transform=_perm, device=device
+    )
+
+
+def test_norm_default_zero_and_empty(device):
+    helper_test_op([(3, 4)], lambda a: a.norm(), device=device)
+    helper_test_op(
+        [(3, 4)],
+        lambda a: plast.norm(a, dim=0) if isinstance(a, plast.Tensor) else torch.norm(a, dim=0),
+        device=device,
     )
     p, t = _both(np.array([1.0, 0.0, -2.0], np.float32))
     _same(p.norm(0), t.norm(0), exact=True)
@@ -245,15 +259,19 @@ def test_norm_default_zero_and_empty():
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("dim", [None, 0, 1, -1])
 @pytest.mark.parametrize("keepdim", [False, True])
-def test_prod(dim, keepdim, dtype):
+def test_prod(dim, keepdim, dtype, device):
     if dim is None:
         if keepdim:
             pytest.skip("torch's prod() without dim has no keepdim")
-        helper_test_op([(3, 4, 5)], lambda a: a.prod(), dtype=dtype, low=0.5, high=1.5)
-        helper_test_op([(3, 4, 5)], lambda a: a.prod(), dtype=dtype, low=0.5, high=1.5, transform=_perm)
+        helper_test_op([(3, 4, 5)], lambda a: a.prod(), dtype=dtype, low=0.5, high=1.5, device=device)
+        helper_test_op(
+            [(3, 4, 5)], lambda a: a.prod(), dtype=dtype, low=0.5, high=1.5, transform=_perm, device=device
+        )
         return
-    helper_test_op([(3, 4, 5)], lambda a: a.prod(dim, keepdim), dtype=dtype)
-    helper_test_op([(3, 4, 5)], lambda a: a.prod(dim, keepdim=keepdim), dtype=dtype, transform=_perm)
+    helper_test_op([(3, 4, 5)], lambda a: a.prod(dim, keepdim), dtype=dtype, device=device)
+    helper_test_op(
+        [(3, 4, 5)], lambda a: a.prod(dim, keepdim=keepdim), dtype=dtype, transform=_perm, device=device
+    )
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -265,7 +283,7 @@ def test_prod_with_zeros(dtype):
     _grad_check(arr[:2], lambda a: a.prod(), lambda a: a.prod())  # two zeros: all gradients zero
 
 
-def test_prod_int_size_zero_and_zero_d():
+def test_prod_int_size_zero_and_zero_d(device):
     p, t = _both(np.array([[1, 2], [3, 4]], np.int32))
     _same(p.prod(), t.prod(), exact=True)
     _same(p.prod(1), t.prod(1), exact=True)
@@ -273,8 +291,8 @@ def test_prod_int_size_zero_and_zero_d():
     _same(pb.prod(), tb.prod(), exact=True)
     _same(plast.zeros(0, 3).prod(0), torch.zeros(0, 3).prod(0), exact=True)
     _same(plast.zeros(0, 3).prod(), torch.zeros(0, 3).prod(), exact=True)
-    helper_test_op([()], lambda a: a.prod(0))
-    helper_test_op([(2, 0)], lambda a: a.prod(1))
+    helper_test_op([()], lambda a: a.prod(0), device=device)
+    helper_test_op([(2, 0)], lambda a: a.prod(1), device=device)
 
 
 # ---------------------------------------------------------------- cumsum
@@ -282,20 +300,21 @@ def test_prod_int_size_zero_and_zero_d():
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("dim", [0, 1, -1])
-def test_cumsum(dim, dtype):
-    helper_test_op([(3, 4, 5)], lambda a: a.cumsum(dim), dtype=dtype)
+def test_cumsum(dim, dtype, device):
+    helper_test_op([(3, 4, 5)], lambda a: a.cumsum(dim), dtype=dtype, device=device)
     helper_test_op(
         [(3, 4, 5)],
         lambda a: plast.cumsum(a, dim=dim) if isinstance(a, plast.Tensor) else torch.cumsum(a, dim=dim),
         dtype=dtype,
         transform=_perm,
+        device=device,
     )
 
 
-def test_cumsum_edge_and_int():
-    helper_test_op([(1, 4)], lambda a: a.cumsum(0))
-    helper_test_op([()], lambda a: a.cumsum(0))
-    helper_test_op([(0, 3)], lambda a: a.cumsum(0))
+def test_cumsum_edge_and_int(device):
+    helper_test_op([(1, 4)], lambda a: a.cumsum(0), device=device)
+    helper_test_op([()], lambda a: a.cumsum(0), device=device)
+    helper_test_op([(0, 3)], lambda a: a.cumsum(0), device=device)
     for arr in [
         np.array([[1, 2], [3, 4]], np.int64),
         np.array([1, 2, 3], np.int32),
@@ -313,10 +332,14 @@ def test_cumsum_edge_and_int():
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("dim", [0, 1, -1])
 @pytest.mark.parametrize("descending", [False, True])
-def test_sort(dim, descending, dtype):
-    helper_test_op([(3, 4, 5)], lambda a: a.sort(dim, descending).values, dtype=dtype)
+def test_sort(dim, descending, dtype, device):
+    helper_test_op([(3, 4, 5)], lambda a: a.sort(dim, descending).values, dtype=dtype, device=device)
     helper_test_op(
-        [(3, 4, 5)], lambda a: a.sort(dim=dim, descending=descending)[0], dtype=dtype, transform=_perm
+        [(3, 4, 5)],
+        lambda a: a.sort(dim=dim, descending=descending)[0],
+        dtype=dtype,
+        transform=_perm,
+        device=device,
     )
     rng = np.random.default_rng(4)
     p, t = _both(rng.standard_normal((3, 4, 5)).astype(dtype))
@@ -342,21 +365,23 @@ def test_sort_stable_ties_nan_and_int(descending):
     _same(rp.indices, rt.indices, exact=True)
 
 
-def test_sort_edge_sizes():
-    helper_test_op([(1, 4)], lambda a: a.sort(0).values)
-    helper_test_op([()], lambda a: a.sort().values)
-    helper_test_op([(0, 3)], lambda a: a.sort(0).values)
-    helper_test_op([(3, 0)], lambda a: a.sort().values)
+def test_sort_edge_sizes(device):
+    helper_test_op([(1, 4)], lambda a: a.sort(0).values, device=device)
+    helper_test_op([()], lambda a: a.sort().values, device=device)
+    helper_test_op([(0, 3)], lambda a: a.sort(0).values, device=device)
+    helper_test_op([(3, 0)], lambda a: a.sort().values, device=device)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("k", [1, 3, 5])
 @pytest.mark.parametrize("dim", [-1, 0, 1])
 @pytest.mark.parametrize("largest", [True, False])
-def test_topk(k, dim, largest, dtype):
+def test_topk(k, dim, largest, dtype, device):
     shape = (5, 6, 5)
-    helper_test_op([shape], lambda a: a.topk(k, dim, largest).values, dtype=dtype)
-    helper_test_op([shape], lambda a: a.topk(k, dim=dim, largest=largest)[0], dtype=dtype, transform=_perm)
+    helper_test_op([shape], lambda a: a.topk(k, dim, largest).values, dtype=dtype, device=device)
+    helper_test_op(
+        [shape], lambda a: a.topk(k, dim=dim, largest=largest)[0], dtype=dtype, transform=_perm, device=device
+    )
     rng = np.random.default_rng(5)
     p, t = _both(rng.standard_normal(shape).astype(dtype))
     _same(p.topk(k, dim, largest).indices, t.topk(k, dim, largest).indices, exact=True)
@@ -367,13 +392,13 @@ def test_topk(k, dim, largest, dtype):
     )
 
 
-def test_topk_int_edges_and_errors():
+def test_topk_int_edges_and_errors(device):
     p, t = _both(np.array([[4, 9, 1, 7], [2, 3, 8, 5]], np.int64))
     _same(p.topk(2).values, t.topk(2).values, exact=True)
     _same(p.topk(2).indices, t.topk(2).indices, exact=True)
-    helper_test_op([(3, 4)], lambda a: a.topk(0).values)
-    helper_test_op([(3, 4)], lambda a: a.topk(4).values)
-    helper_test_op([()], lambda a: a.topk(1).values)
+    helper_test_op([(3, 4)], lambda a: a.topk(0).values, device=device)
+    helper_test_op([(3, 4)], lambda a: a.topk(4).values, device=device)
+    helper_test_op([()], lambda a: a.topk(1).values, device=device)
     with pytest.raises(RuntimeError, match="out of range"):
         plast.ones(3).topk(4)
     with pytest.raises(RuntimeError, match="out of range"):

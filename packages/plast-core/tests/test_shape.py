@@ -27,42 +27,45 @@ def perm(x):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim", [None, 1, -1, (1, 3), 0, (0, 1)])
-def test_squeeze(dim, dtype):
+def test_squeeze(dim, dtype, device):
     def fn(a):
         return (a.squeeze() if dim is None else a.squeeze(dim)) * 2
 
-    helper_test_op([(2, 1, 3, 1)], fn, dtype=dtype)
-    helper_test_op([(1, 1, 3, 1)], lambda a: fn(a.transpose(0, 2)), dtype=dtype)
+    helper_test_op([(2, 1, 3, 1)], fn, dtype=dtype, device=device)
+    helper_test_op([(1, 1, 3, 1)], lambda a: fn(a.transpose(0, 2)), dtype=dtype, device=device)
 
 
-def test_squeeze_edge_shapes():
-    helper_test_op([()], lambda a: a.squeeze() * 3)
-    helper_test_op([()], lambda a: a.squeeze(0) * 3)
-    helper_test_op([(0, 1, 3)], lambda a: a.squeeze())
-    helper_test_op([(1,)], lambda a: a.squeeze() + 1)
+def test_squeeze_edge_shapes(device):
+    helper_test_op([()], lambda a: a.squeeze() * 3, device=device)
+    helper_test_op([()], lambda a: a.squeeze(0) * 3, device=device)
+    helper_test_op([(0, 1, 3)], lambda a: a.squeeze(), device=device)
+    helper_test_op([(1,)], lambda a: a.squeeze() + 1, device=device)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim", [0, 1, 3, -1, -4])
-def test_unsqueeze(dim, dtype):
-    helper_test_op([(2, 3, 4)], lambda a: a.unsqueeze(dim) * 2, dtype=dtype)
-    helper_test_op([(2, 3, 4)], lambda a: perm(a).unsqueeze(dim) * 2, dtype=dtype)
+def test_unsqueeze(dim, dtype, device):
+    helper_test_op([(2, 3, 4)], lambda a: a.unsqueeze(dim) * 2, dtype=dtype, device=device)
+    helper_test_op([(2, 3, 4)], lambda a: perm(a).unsqueeze(dim) * 2, dtype=dtype, device=device)
     helper_test_op(
-        [(2, 3, 4)], lambda a: perm(a).unsqueeze(dim).squeeze(dim) + a.permute(2, 0, 1), dtype=dtype
+        [(2, 3, 4)],
+        lambda a: perm(a).unsqueeze(dim).squeeze(dim) + a.permute(2, 0, 1),
+        dtype=dtype,
+        device=device,
     )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("args", [(), (1,), (0, 1), (1, -1), (-2, -1), (2, 2)])
-def test_flatten(args, dtype):
-    helper_test_op([(2, 3, 4)], lambda a: a.flatten(*args) * 2, dtype=dtype)
-    helper_test_op([(2, 3, 4)], lambda a: perm(a).flatten(*args) * 2, dtype=dtype)
+def test_flatten(args, dtype, device):
+    helper_test_op([(2, 3, 4)], lambda a: a.flatten(*args) * 2, dtype=dtype, device=device)
+    helper_test_op([(2, 3, 4)], lambda a: perm(a).flatten(*args) * 2, dtype=dtype, device=device)
     p, t = both(lambda m, a: m.flatten(a, *args) + 1)
-    helper_test_op([(2, 3, 4)], p, t, dtype=dtype)
+    helper_test_op([(2, 3, 4)], p, t, dtype=dtype, device=device)
 
 
-def test_flatten_0d_and_errors():
-    helper_test_op([()], lambda a: a.flatten() * 2)
+def test_flatten_0d_and_errors(device):
+    helper_test_op([()], lambda a: a.flatten() * 2, device=device)
     with pytest.raises(ValueError):
         plast.zeros(2, 3, 4).flatten(2, 1)
     with pytest.raises(IndexError):
@@ -70,10 +73,10 @@ def test_flatten_0d_and_errors():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_unflatten(dtype):
-    helper_test_op([(2, 12)], lambda a: a.unflatten(1, (3, 4)) * 2, dtype=dtype)
-    helper_test_op([(2, 12)], lambda a: a.unflatten(-1, (2, -1, 3)) * 2, dtype=dtype)
-    helper_test_op([(12, 2)], lambda a: a.T.unflatten(1, (4, 3)) * 2, dtype=dtype)
+def test_unflatten(dtype, device):
+    helper_test_op([(2, 12)], lambda a: a.unflatten(1, (3, 4)) * 2, dtype=dtype, device=device)
+    helper_test_op([(2, 12)], lambda a: a.unflatten(-1, (2, -1, 3)) * 2, dtype=dtype, device=device)
+    helper_test_op([(12, 2)], lambda a: a.T.unflatten(1, (4, 3)) * 2, dtype=dtype, device=device)
     with pytest.raises(plast.ShapeError):
         plast.zeros(2, 12).unflatten(1, (5, -1))
     with pytest.raises(plast.ShapeError):
@@ -81,24 +84,29 @@ def test_unflatten(dtype):
 
 
 @pytest.mark.parametrize("src,dst", [(0, -1), (-1, 0), ((0, 1), (2, 0)), ((2,), (1,)), (1, 1)])
-def test_movedim(src, dst):
-    helper_test_op([(2, 3, 4)], lambda a: a.movedim(src, dst) * 2)
+def test_movedim(src, dst, device):
+    helper_test_op([(2, 3, 4)], lambda a: a.movedim(src, dst) * 2, device=device)
     p, t = both(lambda m, a: m.movedim(a, src, dst) * 2)
-    helper_test_op([(2, 3, 4)], p, t)
-    helper_test_op([(2, 3, 4)], lambda a: a.moveaxis(src, dst) * 2)
+    helper_test_op([(2, 3, 4)], p, t, device=device)
+    helper_test_op([(2, 3, 4)], lambda a: a.moveaxis(src, dst) * 2, device=device)
 
 
-def test_as_ops():
+def test_as_ops(device):
     o = np.zeros((3, 4), np.float32)
     helper_test_op(
-        [(1, 4)], lambda a: a.expand_as(plast.tensor(o) if isinstance(a, plast.Tensor) else torch.tensor(o))
+        [(1, 4)],
+        lambda a: a.expand_as(plast.tensor(o) if isinstance(a, plast.Tensor) else torch.tensor(o)),
+        device=device,
     )
     helper_test_op(
-        [(12,)], lambda a: a.view_as(plast.tensor(o) if isinstance(a, plast.Tensor) else torch.tensor(o))
+        [(12,)],
+        lambda a: a.view_as(plast.tensor(o) if isinstance(a, plast.Tensor) else torch.tensor(o)),
+        device=device,
     )
     helper_test_op(
         [(4, 3)],
         lambda a: a.T.reshape_as(plast.tensor(o) if isinstance(a, plast.Tensor) else torch.tensor(o)),
+        device=device,
     )
 
 
@@ -107,11 +115,11 @@ def test_as_ops():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("args", [(0, 0, 2), (1, 1, 2), (-1, 2, 2), (2, -3, 2), (1, 3, 0), (0, 2, 1)])
-def test_narrow(args, dtype):
-    helper_test_op([(3, 4, 5)], lambda a: a.narrow(*args) * 3, dtype=dtype)
-    helper_test_op([(4, 5, 3)], lambda a: perm(a).narrow(*args) * 3, dtype=dtype)
+def test_narrow(args, dtype, device):
+    helper_test_op([(3, 4, 5)], lambda a: a.narrow(*args) * 3, dtype=dtype, device=device)
+    helper_test_op([(4, 5, 3)], lambda a: perm(a).narrow(*args) * 3, dtype=dtype, device=device)
     p, t = both(lambda m, a: m.narrow(a, *args) * 3)
-    helper_test_op([(3, 4, 5)], p, t, dtype=dtype)
+    helper_test_op([(3, 4, 5)], p, t, dtype=dtype, device=device)
 
 
 def test_narrow_errors():
@@ -126,11 +134,11 @@ def test_narrow_errors():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim,index", [(0, 0), (1, -1), (2, 3), (-1, 0)])
-def test_select(dim, index, dtype):
-    helper_test_op([(3, 4, 5)], lambda a: a.select(dim, index) * 3, dtype=dtype)
-    helper_test_op([(4, 5, 3)], lambda a: perm(a).select(dim, index) * 3, dtype=dtype)
+def test_select(dim, index, dtype, device):
+    helper_test_op([(3, 4, 5)], lambda a: a.select(dim, index) * 3, dtype=dtype, device=device)
+    helper_test_op([(4, 5, 3)], lambda a: perm(a).select(dim, index) * 3, dtype=dtype, device=device)
     p, t = both(lambda m, a: m.select(a, dim, index) * 3)
-    helper_test_op([(3, 4, 5)], p, t, dtype=dtype)
+    helper_test_op([(3, 4, 5)], p, t, dtype=dtype, device=device)
 
 
 def test_select_errors():
@@ -143,33 +151,38 @@ def test_select_errors():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("offset", [0, 1, -1, 2, -3, 7])
 @pytest.mark.parametrize("dims", [(0, 1), (1, 0), (2, 0), (-1, -2)])
-def test_diagonal(offset, dims, dtype):
-    helper_test_op([(3, 4, 5)], lambda a: a.diagonal(offset, *dims) * 2, dtype=dtype)
-    helper_test_op([(4, 5, 3)], lambda a: perm(a).diagonal(offset, *dims) * 2, dtype=dtype)
+def test_diagonal(offset, dims, dtype, device):
+    helper_test_op([(3, 4, 5)], lambda a: a.diagonal(offset, *dims) * 2, dtype=dtype, device=device)
+    helper_test_op([(4, 5, 3)], lambda a: perm(a).diagonal(offset, *dims) * 2, dtype=dtype, device=device)
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
-def test_unbind(dim):
+def test_unbind(dim, device):
     helper_test_op(
-        [(3, 4, 2)], lambda a: sum((p * (i + 1) for i, p in enumerate(a.unbind(dim))), a.sum() * 0)
+        [(3, 4, 2)],
+        lambda a: sum((p * (i + 1) for i, p in enumerate(a.unbind(dim))), a.sum() * 0),
+        device=device,
     )
     p, t = both(lambda m, a: m.stack(m.unbind(a, dim)[::-1], dim))
-    helper_test_op([(3, 4, 2)], p, t)
+    helper_test_op([(3, 4, 2)], p, t, device=device)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     "size,dim", [(2, 0), (3, 1), (1, -1), ([1, 2, 2], 1), ([0, 5], 1), (10, 1), ([2, 1], 0)]
 )
-def test_split(size, dim, dtype):
+def test_split(size, dim, dtype, device):
     def fn(m, a):
         parts = m.split(a, size, dim)
         return m.cat([p * (i + 1) for i, p in enumerate(parts)], dim)
 
     p, t = both(fn)
-    helper_test_op([(3, 5, 2)], p, t, dtype=dtype)
+    helper_test_op([(3, 5, 2)], p, t, dtype=dtype, device=device)
     helper_test_op(
-        [(5, 2, 3)], lambda a: fn(plast if isinstance(a, plast.Tensor) else torch, perm(a)), dtype=dtype
+        [(5, 2, 3)],
+        lambda a: fn(plast if isinstance(a, plast.Tensor) else torch, perm(a)),
+        dtype=dtype,
+        device=device,
     )
 
     def shapes(m, a):
@@ -179,13 +192,13 @@ def test_split(size, dim, dtype):
 
 
 @pytest.mark.parametrize("n,chunks", [(5, 3), (6, 4), (6, 3), (1, 4), (0, 3), (7, 7), (7, 1)])
-def test_chunk(n, chunks):
+def test_chunk(n, chunks, device):
     assert [tuple(p.shape) for p in plast.zeros(2, n).chunk(chunks, 1)] == [
         tuple(p.shape) for p in torch.zeros(2, n).chunk(chunks, 1)
     ]
     if n:
         p, t = both(lambda m, a: m.cat([q * (i + 2) for i, q in enumerate(m.chunk(a, chunks, 1))], 1))
-        helper_test_op([(2, n)], p, t)
+        helper_test_op([(2, n)], p, t, device=device)
 
 
 def test_split_errors():
@@ -233,27 +246,27 @@ def test_views_share_memory():
         ([(1, 1, 1), (1, 1, 1)], 2),
     ],
 )
-def test_cat(shapes, dim, dtype):
+def test_cat(shapes, dim, dtype, device):
     p, t = both(lambda m, *a: m.cat(list(a), dim) * 2)
-    helper_test_op(shapes, p, t, dtype=dtype)
+    helper_test_op(shapes, p, t, dtype=dtype, device=device)
     p, t = both(lambda m, *a: m.concat(list(a), dim=dim))
-    helper_test_op(shapes, p, t, dtype=dtype)
+    helper_test_op(shapes, p, t, dtype=dtype, device=device)
 
 
-def test_cat_non_contiguous_and_single():
+def test_cat_non_contiguous_and_single(device):
     p, t = both(lambda m, a, b: m.cat([a.T, b[:, ::2]], 1))
-    helper_test_op([(3, 2), (2, 6)], p, t)
+    helper_test_op([(3, 2), (2, 6)], p, t, device=device)
     p, t = both(lambda m, a: m.cat([a], 0))
-    helper_test_op([(2, 3)], p, t)
+    helper_test_op([(2, 3)], p, t, device=device)
     x = plast.ones(2)
     y = plast.cat([x])
     y.add_(1)
     assert x.tolist() == [1.0, 1.0]  # cat copies
 
 
-def test_cat_legacy_empty_and_dtypes():
+def test_cat_legacy_empty_and_dtypes(device):
     p, t = both(lambda m, a, b: m.cat([a, b]))
-    helper_test_op([(0,), (2, 3)], p, t)
+    helper_test_op([(0,), (2, 3)], p, t, device=device)
     a = plast.tensor([1, 2])
     b = plast.tensor([0.5])
     out = plast.cat([a, b])
@@ -279,25 +292,27 @@ def test_cat_errors():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim", [0, 1, 2, -1, -3])
-def test_stack(dim, dtype):
+def test_stack(dim, dtype, device):
     p, t = both(lambda m, a, b, c: m.stack([a, b, c], dim) * 2)
-    helper_test_op([(2, 3)] * 3, p, t, dtype=dtype)
+    helper_test_op([(2, 3)] * 3, p, t, dtype=dtype, device=device)
     p, t = both(lambda m, a, b: m.stack([a.T, b], dim))
-    helper_test_op([(3, 2), (2, 3)], p, t, dtype=dtype)
+    helper_test_op([(3, 2), (2, 3)], p, t, dtype=dtype, device=device)
 
 
-def test_stack_errors_and_hvstack():
+def test_stack_errors_and_hvstack(device):
     with pytest.raises(plast.ShapeError, match="equal size"):
         plast.stack([plast.zeros(2, 3), plast.zeros(2, 4)])
     with pytest.raises(IndexError):
         plast.stack([plast.zeros(2)], 3)
     helper_test_op(
-        [()], lambda a: plast.stack([a, a * 2]) if isinstance(a, plast.Tensor) else torch.stack([a, a * 2])
+        [()],
+        lambda a: plast.stack([a, a * 2]) if isinstance(a, plast.Tensor) else torch.stack([a, a * 2]),
+        device=device,
     )
     for name in ("hstack", "vstack"):
         p, t = both(lambda m, a, b, name=name: getattr(m, name)([a, b]))
-        helper_test_op([(2, 3), (2, 3)], p, t)
-        helper_test_op([(3,), (3,)], p, t)
+        helper_test_op([(2, 3), (2, 3)], p, t, device=device)
+        helper_test_op([(3,), (3,)], p, t, device=device)
 
 
 # ---- tril / triu ----
@@ -307,10 +322,10 @@ def test_stack_errors_and_hvstack():
 @pytest.mark.parametrize("op", ["tril", "triu"])
 @pytest.mark.parametrize("k", [0, 1, -1, 5, -5])
 @pytest.mark.parametrize("shape", [(4, 4), (3, 5), (2, 4, 3), (0, 3)])
-def test_tril_triu(op, k, shape, dtype):
-    helper_test_op([shape], lambda a: getattr(a, op)(k) * 2, dtype=dtype)
+def test_tril_triu(op, k, shape, dtype, device):
+    helper_test_op([shape], lambda a: getattr(a, op)(k) * 2, dtype=dtype, device=device)
     p, t = both(lambda m, a: getattr(m, op)(a.transpose(-1, -2), diagonal=k))
-    helper_test_op([shape], p, t, dtype=dtype)
+    helper_test_op([shape], p, t, dtype=dtype, device=device)
 
 
 def test_tril_ints_and_errors():
@@ -328,11 +343,12 @@ def test_tril_ints_and_errors():
 @pytest.mark.parametrize(
     "pads", [(1, 2), (0, 0), (1, 1, 2, 0), (2, 1, 0, 1, 1, 1), (-1, 2), (1, -2, -1, 1), (-1, -1)]
 )
-def test_pad_constant(pads, dtype):
+def test_pad_constant(pads, dtype, device):
     helper_test_op(
         [(2, 3, 4)],
         lambda a: plast.pad(a, pads) * 2 if isinstance(a, plast.Tensor) else F.pad(a, pads) * 2,
         dtype=dtype,
+        device=device,
     )
     helper_test_op(
         [(2, 3, 4)],
@@ -342,16 +358,18 @@ def test_pad_constant(pads, dtype):
             else F.pad(perm(a), pads, value=1.5)
         ),
         dtype=dtype,
+        device=device,
     )
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
 @pytest.mark.parametrize("pads", [(1, 2), (2, 0), (1, 1, 2, 1)])
-def test_pad_modes(mode, pads):
+def test_pad_modes(mode, pads, device):
     shape = (2, 3, 4) if len(pads) == 2 else (2, 3, 4, 5)
     helper_test_op(
         [shape],
         lambda a: plast.pad(a, pads, mode=mode) if isinstance(a, plast.Tensor) else F.pad(a, pads, mode=mode),
+        device=device,
     )
 
 
@@ -376,16 +394,16 @@ def test_pad_ints_and_errors():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dims", [0, (1,), (0, 2), (-1, 0, 1), ()])
-def test_flip(dims, dtype):
-    helper_test_op([(2, 3, 4)], lambda a: a.flip(dims) * 2, dtype=dtype)
+def test_flip(dims, dtype, device):
+    helper_test_op([(2, 3, 4)], lambda a: a.flip(dims) * 2, dtype=dtype, device=device)
     p, t = both(lambda m, a: m.flip(perm(a), (dims,) if isinstance(dims, int) else dims))
-    helper_test_op([(2, 3, 4)], p, t, dtype=dtype)
+    helper_test_op([(2, 3, 4)], p, t, dtype=dtype, device=device)
 
 
-def test_fliplr_flipud():
+def test_fliplr_flipud(device):
     for name in ("fliplr", "flipud"):
         p, t = both(lambda m, a, name=name: getattr(m, name)(a))
-        helper_test_op([(3, 4)], p, t)
+        helper_test_op([(3, 4)], p, t, device=device)
     with pytest.raises(ValueError):
         plast.zeros(3).flip((0, 0))
 
@@ -394,17 +412,17 @@ def test_fliplr_flipud():
 @pytest.mark.parametrize(
     "shifts,dims", [(1, None), (-2, None), (7, 0), ((1, 2), (0, 2)), (3, -1), (0, 1), (4, 1)]
 )
-def test_roll(shifts, dims, dtype):
-    helper_test_op([(2, 3, 4)], lambda a: a.roll(shifts, dims) * 2, dtype=dtype)
+def test_roll(shifts, dims, dtype, device):
+    helper_test_op([(2, 3, 4)], lambda a: a.roll(shifts, dims) * 2, dtype=dtype, device=device)
     p, t = both(lambda m, a: m.roll(perm(a), shifts, dims))
-    helper_test_op([(2, 3, 4)], p, t, dtype=dtype)
+    helper_test_op([(2, 3, 4)], p, t, dtype=dtype, device=device)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("sizes", [(2, 1), (1, 3), (2, 2, 2), (3, 1, 1), (0, 2), (1, 1)])
-def test_repeat(sizes, dtype):
-    helper_test_op([(2, 3)], lambda a: a.repeat(*sizes) * 2, dtype=dtype)
-    helper_test_op([(3, 2)], lambda a: a.T.repeat(sizes), dtype=dtype)
+def test_repeat(sizes, dtype, device):
+    helper_test_op([(2, 3)], lambda a: a.repeat(*sizes) * 2, dtype=dtype, device=device)
+    helper_test_op([(3, 2)], lambda a: a.T.repeat(sizes), dtype=dtype, device=device)
 
 
 def test_repeat_errors():
@@ -413,10 +431,12 @@ def test_repeat_errors():
 
 
 @pytest.mark.parametrize("dims", [(2,), (2, 1), (1, 2, 2), 3])
-def test_tile(dims):
+def test_tile(dims, device):
     p, t = both(lambda m, a: m.tile(a, dims if isinstance(dims, tuple) else (dims,)))
-    helper_test_op([(2, 3)], p, t)
-    helper_test_op([(2, 3)], lambda a: a.tile(dims if isinstance(dims, tuple) else (dims,)) * 2)
+    helper_test_op([(2, 3)], p, t, device=device)
+    helper_test_op(
+        [(2, 3)], lambda a: a.tile(dims if isinstance(dims, tuple) else (dims,)) * 2, device=device
+    )
 
 
 # ---- double backward through the scatter/view pair ----
@@ -499,12 +519,12 @@ EINSUM = [
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("eq,shapes", EINSUM, ids=[e for e, _ in EINSUM])
-def test_einsum(eq, shapes, dtype):
+def test_einsum(eq, shapes, dtype, device):
     p, t = both(lambda m, *a: m.einsum(eq, *a))
-    helper_test_op(shapes, p, t, dtype=dtype)
+    helper_test_op(shapes, p, t, dtype=dtype, device=device)
 
 
-def test_einsum_non_contiguous_and_list_form():
+def test_einsum_non_contiguous_and_list_form(device):
     helper_test_op(
         [(4, 3), (5, 4)],
         lambda a, b: (
@@ -512,6 +532,7 @@ def test_einsum_non_contiguous_and_list_form():
             if isinstance(a, plast.Tensor)
             else torch.einsum("ij,jk->ik", [a.T, b.T])
         ),
+        device=device,
     )
 
 
