@@ -182,7 +182,7 @@ def _core_files():
 
 def _all_imports():
     files = list(_core_files())
-    known = {m for _, m in files}
+    known = {m for _, m in files} | {"plast._build_info"}  # written by setup.py at build time
     out = []
     for path, module in files:
         read = _imports_py if path.suffix == ".py" else _imports_cython
@@ -229,6 +229,41 @@ def test_module_level_imports_point_down():
         assert (module, target) in found, (
             f"{module} no longer imports {target}: drop it from UPWARD_MODULE_IMPORTS"
         )
+
+
+def test_module_level_imports_form_no_cycle():
+    # within a layer too: a module never needs itself to be half-imported (no circle of module-level imports)
+    graph: dict[str, set[str]] = {}
+    for module, _, target, _, in_function in IMPORTS:
+        if not in_function and _is_plast_core(target) and target != module:
+            graph.setdefault(module, set()).add(target)
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"module-level import cycles: {cycles}"
 
 
 def test_imports_inside_functions_only_shrink():
