@@ -24,7 +24,6 @@ from .ops import elementwise as elementwise_ops
 from .ops import indexing as indexing_ops
 from .ops import inplace as inplace_ops
 from .ops import linalg as linalg_ops
-from .ops import movement as M
 from .ops import movement as movement_ops
 from .ops import nn as nn_ops
 from .ops import pointwise as pointwise_ops
@@ -33,7 +32,6 @@ from .ops import shape as shape_ops
 from .ops import unary as unary_ops
 from .ops._movement import persistent_copy
 from .ops.creation import tensor
-from .ops.device import to_device
 
 
 class Tensor(TensorBase):
@@ -180,30 +178,30 @@ class Tensor(TensorBase):
                 device = a
         out = self
         if device is not None:
-            out = to_device(out, device)
+            out = device_ops.to_device(out, device)
         if dtype is not None:
-            out = M.cast(out, dtype)
+            out = movement_ops.cast(out, dtype)
         if copy and out is self:
-            out = M.clone(self)
+            out = movement_ops.clone(self)
         return out
 
     def float(self):
-        return M.cast(self, dtypes.float32)
+        return movement_ops.cast(self, dtypes.float32)
 
     def double(self):
-        return M.cast(self, dtypes.float64)
+        return movement_ops.cast(self, dtypes.float64)
 
     def long(self):
-        return M.cast(self, dtypes.int64)
+        return movement_ops.cast(self, dtypes.int64)
 
     def int(self):
-        return M.cast(self, dtypes.int32)
+        return movement_ops.cast(self, dtypes.int32)
 
     def bool(self):
-        return M.cast(self, dtypes.bool_)
+        return movement_ops.cast(self, dtypes.bool_)
 
     def cpu(self):
-        return to_device(self, "cpu")
+        return device_ops.to_device(self, "cpu")
 
     def detach(self):
         """A tensor sharing this one's value that is cut from the graph (no grad)."""

@@ -22,7 +22,7 @@ from .tape import tracing
 
 
 def _alias(t):
-    """A second TensorBase object for t's current value (same storage, node and layout)."""
+    """A second Tensor object for t's current value (same storage, node and layout)."""
     a = tensor_class()._lazy(t._shape, t.dtype, t.device, t._node, t._index)
     a._storage, a._strides, a._offset = t._storage, t._strides, t._offset
     a.requires_grad = t.requires_grad
