@@ -12,7 +12,7 @@ import pytest
 
 from plast.kernels.cpu import _gemm, _runtime
 
-PATHS = [(simd, threads) for simd in _runtime.simd_available() for threads in (1, 2)]
+PATHS = [(simd, threads) for simd in _runtime.vector_paths() for threads in (1, 2)]
 DTYPES = [np.float32, np.float64]
 # Around the micro-tiles (4/6/12 rows; 8/16/32 columns) and the cache blocks (k 256/384, columns 240/480).
 EDGE = [1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257]

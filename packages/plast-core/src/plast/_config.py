@@ -4,7 +4,7 @@ import sys
 from importlib import metadata
 
 from ._core import cuda_driver as cuda
-from .kernels.cpu import _runtime
+from .kernels.cpu import _gemm, _runtime
 
 try:  # written by setup.py at build time; absent in a tree built some other way
     from . import _build_info as _built
@@ -46,6 +46,8 @@ def config():
         "usable_cores": _runtime.usable_cores(),
         "simd": _runtime.get_simd(),
         "simd_available": list(_runtime.simd_available()),
+        "gemm_bf16": _gemm.gemm16_path("bfloat16"),
+        "gemm_f16": _gemm.gemm16_path("float16"),
         "cuda": ok,
         "cuda_reason": why,
     }
@@ -63,6 +65,7 @@ def show_config(file=None):
         f"  openmp            {'on' if c['openmp'] else 'off (single-threaded build)'}",
         f"  threads           {c['threads']} (usable cores: {c['usable_cores']})",
         f"  simd              {c['simd']} (available: {', '.join(c['simd_available'])})",
+        f"  16-bit gemm       bfloat16: {c['gemm_bf16']}; float16: {c['gemm_f16']}",
         f"  -march=native     {'yes' if c['march_native'] else 'no (portable build, run-time dispatch)'}",
         f"  cuda              {'available' if c['cuda'] else 'unavailable: ' + c['cuda_reason']}",
     ]

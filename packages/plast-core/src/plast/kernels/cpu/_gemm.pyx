@@ -1,11 +1,14 @@
-# distutils: sources = src/plast/kernels/cpu/csrc/gemm.c src/plast/kernels/cpu/csrc/gemm_scalar.c src/plast/kernels/cpu/csrc/gemm_avx2.c src/plast/kernels/cpu/csrc/gemm_avx512.c
-# distutils: depends = src/plast/kernels/cpu/csrc/gemm.h src/plast/kernels/cpu/csrc/gemm_internal.h src/plast/kernels/cpu/csrc/gemm_kernels.h src/plast/kernels/cpu/csrc/gemm_driver.h src/plast/kernels/cpu/csrc/plast_simd.h
+# distutils: sources = src/plast/kernels/cpu/csrc/gemm.c src/plast/kernels/cpu/csrc/gemm16.c src/plast/kernels/cpu/csrc/gemm_scalar.c src/plast/kernels/cpu/csrc/gemm_avx2.c src/plast/kernels/cpu/csrc/gemm_avx512.c
+# distutils: depends = src/plast/kernels/cpu/csrc/gemm.h src/plast/kernels/cpu/csrc/gemm16.h src/plast/kernels/cpu/csrc/gemm_internal.h src/plast/kernels/cpu/csrc/gemm_kernels.h src/plast/kernels/cpu/csrc/gemm_act.h src/plast/kernels/cpu/csrc/gemm_avx512_f32.h src/plast/kernels/cpu/csrc/gemm_driver.h src/plast/kernels/cpu/csrc/plast_simd.h
 # distutils: libraries = m
 """Matrix products on the CPU: checked numpy front ends over csrc/gemm.c, which run without the GIL.
 
 Operands may be C-contiguous, sub-matrix views (any row stride) or transposed views (``x.T``): the layout is
 read from the strides and passed to the kernel as a leading dimension and a transpose flag, so no copy is made.
 Other layouts (negative or non-unit inner strides on both axes) are copied first.
+
+``gemm16``/``bmm16`` multiply 16-bit operands with float32 accumulation (csrc/gemm16.h): float16 arrays, or
+bfloat16 bit patterns held in uint16 arrays (numpy has no bfloat16).
 
 >>> import numpy as np
 >>> from plast.kernels.cpu import _gemm
@@ -24,6 +27,21 @@ from plast.kernels.cpu._runtime cimport num_threads, simd_level
 from plast._core.codes import ACT_CODES as ACTIVATIONS  # numbered once, in _core/codes.h
 
 cnp.import_array()
+
+cdef extern from "gemm16.h" nogil:
+    int plast_gemm_bf16(int simd, int nthreads, int trans_a, int trans_b, Py_ssize_t M, Py_ssize_t N, Py_ssize_t K,
+                        float alpha, const unsigned short *A, Py_ssize_t lda, const unsigned short *B, Py_ssize_t ldb,
+                        float beta, void *C, Py_ssize_t ldc, int out16, const plast_gemm_epilogue *ep)
+    int plast_gemm_f16(int simd, int nthreads, int trans_a, int trans_b, Py_ssize_t M, Py_ssize_t N, Py_ssize_t K,
+                       float alpha, const unsigned short *A, Py_ssize_t lda, const unsigned short *B, Py_ssize_t ldb,
+                       float beta, void *C, Py_ssize_t ldc, int out16, const plast_gemm_epilogue *ep)
+    int plast_gemm_bf16_path(int simd)
+
+# what a 16-bit product's operands hold
+cdef enum:
+    KIND_FLOAT = 0  # float32 / float64 arrays
+    KIND_BF16 = 1   # bfloat16 bit patterns in uint16 arrays
+    KIND_F16 = 2    # float16 arrays
 
 
 # ---- exported entry points for other Cython modules (see _gemm.pxd) ----------------------------------------
@@ -61,7 +79,7 @@ cdef int gemm_batched_f64(bint trans_a, bint trans_b, Py_ssize_t batch, Py_ssize
 # ---- argument checking -------------------------------------------------------------------------------------
 # Typed numpy C-API access throughout: this runs on every call, and numpy's own matmul costs about 1 us.
 
-cdef inline int _dtype_num(str fn, object a, object b) except -1:
+cdef inline int _dtype_num(str fn, object a, object b, int kind) except -1:
     for name, x in (("a", a), ("b", b)):
         if not isinstance(x, np.ndarray):
             raise TypeError(f"{fn}: {name} must be a numpy.ndarray, got {type(x).__name__}")
@@ -69,7 +87,11 @@ cdef inline int _dtype_num(str fn, object a, object b) except -1:
     if ta != tb:
         raise TypeError(f"{fn}: a is {a.dtype} and b is {b.dtype}; both must have the same dtype "
                         f"(cast one with .astype)")
-    if ta != cnp.NPY_FLOAT32 and ta != cnp.NPY_FLOAT64:
+    if kind == KIND_BF16 and ta != cnp.NPY_UINT16:
+        raise TypeError(f"{fn}: bfloat16 operands are uint16 arrays of bit patterns, got {a.dtype}")
+    if kind == KIND_F16 and ta != cnp.NPY_FLOAT16:
+        raise TypeError(f"{fn}: float16 operands must be float16 arrays, got {a.dtype}")
+    if kind == KIND_FLOAT and ta != cnp.NPY_FLOAT32 and ta != cnp.NPY_FLOAT64:
         raise TypeError(f"{fn}: dtype {a.dtype} is not supported; expected float32 or float64")
     return ta
 
@@ -138,7 +160,8 @@ cdef class _Call:
     """One checked product, ready to run (possibly many times, for timing) without the GIL."""
     cdef list keep
     cdef public object out
-    cdef bint f64, ta, tb, has_ep
+    cdef bint f64, ta, tb, has_ep, out16
+    cdef int kind
     cdef Py_ssize_t batch, M, N, K, lda, ldb, ldc, sa, sb, sc
     cdef double alpha, beta
     cdef const void *A
@@ -148,6 +171,8 @@ cdef class _Call:
 
     cdef int run(self, int simd, int nthreads) noexcept nogil:
         cdef const plast_gemm_epilogue *ep = &self.ep if self.has_ep else NULL
+        if self.kind != KIND_FLOAT:
+            return self.run16(simd, nthreads, ep)
         if self.f64:
             return plast_gemm_batched_f64(simd, nthreads, self.ta, self.tb, self.batch, self.M, self.N, self.K,
                                           self.alpha, <const double *>self.A, self.lda, self.sa,
@@ -158,10 +183,40 @@ cdef class _Call:
                                       <const float *>self.B, self.ldb, self.sb, <float>self.beta,
                                       <float *>self.C, self.ldc, self.sc, ep)
 
+    cdef int run16(self, int simd, int nthreads, const plast_gemm_epilogue *ep) noexcept nogil:
+        # one product after another, each with every thread; C and the residual step in bytes of C's type
+        cdef Py_ssize_t b, csize = 2 if self.out16 else 4
+        cdef plast_gemm_epilogue e
+        cdef int err
+        for b in range(self.batch):
+            if ep != NULL:
+                e = ep[0]
+                if e.residual != NULL:
+                    e.residual = <const char *>e.residual + b * e.residual_bstride * csize
+            if self.kind == KIND_BF16:
+                err = plast_gemm_bf16(simd, nthreads, self.ta, self.tb, self.M, self.N, self.K, <float>self.alpha,
+                                      <const unsigned short *>self.A + b * self.sa, self.lda,
+                                      <const unsigned short *>self.B + b * self.sb, self.ldb, <float>self.beta,
+                                      <char *>self.C + b * self.sc * csize, self.ldc, self.out16,
+                                      &e if ep != NULL else NULL)
+            else:
+                err = plast_gemm_f16(simd, nthreads, self.ta, self.tb, self.M, self.N, self.K, <float>self.alpha,
+                                     <const unsigned short *>self.A + b * self.sa, self.lda,
+                                     <const unsigned short *>self.B + b * self.sb, self.ldb, <float>self.beta,
+                                     <char *>self.C + b * self.sc * csize, self.ldc, self.out16,
+                                     &e if ep != NULL else NULL)
+            if err:
+                return err
+        return 0
+
 
 cdef _Call _prepare(str fn, object a_in, object b_in, object out_in, double alpha, double beta, object bias,
-                    object bias_row, object act, object residual, bint batched):
-    cdef int typenum = _dtype_num(fn, a_in, b_in)
+                    object bias_row, object act, object residual, bint batched, int kind=KIND_FLOAT,
+                    bint out16=False):
+    cdef int in_typenum = _dtype_num(fn, a_in, b_in, kind)
+    # the product's (and out's, the biases', the residual's) type: the operands' own, or float32 for 16-bit
+    # operands unless out16
+    cdef int typenum = in_typenum if kind == KIND_FLOAT or out16 else cnp.NPY_FLOAT32
     cdef cnp.ndarray a = <cnp.ndarray>a_in, b = <cnp.ndarray>b_in, out
     cdef int nda = cnp.PyArray_NDIM(a), ndb = cnp.PyArray_NDIM(b)
     if batched:
@@ -181,7 +236,7 @@ cdef _Call _prepare(str fn, object a_in, object b_in, object out_in, double alph
     if ba != bb and ba != 1 and bb != 1:
         raise ValueError(f"{fn}: batch sizes {ba} (a) and {bb} (b) do not broadcast; they must be equal or 1")
     cdef Py_ssize_t batch = max(ba, bb)
-    cdef Py_ssize_t it = cnp.PyArray_ITEMSIZE(a)
+    cdef Py_ssize_t it = 4 if typenum == cnp.NPY_FLOAT32 else 8 if typenum == cnp.NPY_FLOAT64 else 2
 
     cdef cnp.npy_intp oshape[3]
     oshape[0] = batch
@@ -197,7 +252,8 @@ cdef _Call _prepare(str fn, object a_in, object b_in, object out_in, double alph
             raise TypeError(f"{fn}: out must be a numpy.ndarray, got {type(out_in).__name__}")
         out = <cnp.ndarray>out_in
         if cnp.PyArray_TYPE(out) != typenum:
-            raise TypeError(f"{fn}: out is {out.dtype} but the product is {a.dtype}")
+            want = a.dtype if typenum == in_typenum else np.dtype(np.float32)
+            raise TypeError(f"{fn}: out is {out.dtype} but the product is {want}")
         if cnp.PyArray_NDIM(out) != ndo or any([cnp.PyArray_DIMS(out)[i] != oshape[3 - ndo + i]
                                                 for i in range(ndo)]):
             want = (<object>(batch, M, N)) if batched else (<object>(M, N))
@@ -244,8 +300,8 @@ cdef _Call _prepare(str fn, object a_in, object b_in, object out_in, double alph
     if residual is not None:
         if not isinstance(residual, np.ndarray):
             raise TypeError(f"{fn}: residual must be a numpy.ndarray, got {type(residual).__name__}")
-        if residual.dtype != a.dtype:
-            raise TypeError(f"{fn}: residual is {residual.dtype} but the product is {a.dtype}")
+        if residual.dtype != out.dtype:
+            raise TypeError(f"{fn}: residual is {residual.dtype} but the product is {out.dtype}")
         rshape = residual.shape
         ok = rshape == (M, N) or (batched and residual.ndim == 3 and rshape[1:] == (M, N)
                                   and rshape[0] in (1, batch))
@@ -266,6 +322,8 @@ cdef _Call _prepare(str fn, object a_in, object b_in, object out_in, double alph
     call.keep.append(b)
     call.out = out
     call.f64 = typenum == cnp.NPY_FLOAT64
+    call.kind = kind
+    call.out16 = out16
     call.batch = batch
     call.M = M
     call.N = N
@@ -323,11 +381,55 @@ def bmm(a, b, out=None, *, double alpha=1.0, double beta=0.0, bias=None, bias_ro
     return _run(_prepare("bmm", a, b, out, alpha, beta, bias, bias_row, act, residual, True))
 
 
+cdef int _kind(str fn, str dtype) except -1:
+    if dtype == "bfloat16":
+        return KIND_BF16
+    if dtype == "float16":
+        return KIND_F16
+    raise ValueError(f"{fn}: dtype must be 'bfloat16' or 'float16', got {dtype!r}")
+
+
+def gemm16(a, b, out=None, *, str dtype="bfloat16", bint out16=False, double alpha=1.0, double beta=0.0,
+           bias=None, bias_row=None, act="none", residual=None):
+    """gemm for 16-bit operands, float32 accumulation: bfloat16 bit patterns in uint16 arrays
+    (dtype="bfloat16") or float16 arrays (dtype="float16").
+
+    out, bias, bias_row and residual are float32, or with out16=True the operands' 16-bit type (the result is
+    rounded to nearest even once, after the epilogue). The path follows plast's SIMD level: AMX tiles, then
+    AVX512-BF16, else the operands are widened to float32 (``gemm16_path``).
+
+    >>> import numpy as np
+    >>> one = np.full((2, 3), 0x3f80, np.uint16)  # bfloat16 1.0
+    >>> gemm16(one, one.T).tolist()
+    [[3.0, 3.0], [3.0, 3.0]]
+    """
+    return _run(_prepare("gemm16", a, b, out, alpha, beta, bias, bias_row, act, residual, False,
+                         _kind("gemm16", dtype), out16))
+
+
+def bmm16(a, b, out=None, *, str dtype="bfloat16", bint out16=False, double alpha=1.0, double beta=0.0,
+          bias=None, bias_row=None, act="none", residual=None):
+    """Batched gemm16, with bmm's broadcasting of 2-D operands and batch axes of length 1."""
+    return _run(_prepare("bmm16", a, b, out, alpha, beta, bias, bias_row, act, residual, True,
+                         _kind("bmm16", dtype), out16))
+
+
+def gemm16_path(str dtype="bfloat16"):
+    """The path gemm16 takes now: "amx", "avx512_bf16", or "widen (<vector level>)"."""
+    _kind("gemm16_path", dtype)
+    cdef int level = plast_gemm_bf16_path(simd_level())
+    names = ("scalar", "avx2", "avx512", "avx512_bf16", "amx")
+    if dtype == "bfloat16" and level >= 3:
+        return names[level]
+    return f"widen ({names[min(level, 2)]})"
+
+
 def _time_calls(a, b, out=None, *, Py_ssize_t reps=10, bint batched=False, double alpha=1.0, double beta=0.0,
-                bias=None, act="none", residual=None):
+                bias=None, act="none", residual=None, str dtype=None, bint out16=False):
     """Seconds taken by each of `reps` kernel calls on the same operands, timed in C without the GIL: the
     kernel's own speed, without Python's per-call overhead (bench/bench_gemm.py)."""
-    cdef _Call call = _prepare("gemm", a, b, out, alpha, beta, bias, None, act, residual, batched)
+    cdef _Call call = _prepare("gemm", a, b, out, alpha, beta, bias, None, act, residual, batched,
+                               KIND_FLOAT if dtype is None else _kind("gemm", dtype), out16)
     cdef int simd = simd_level(), nt = num_threads()
     cdef cnp.ndarray[double, ndim=1] times = np.empty(reps, dtype=np.float64)
     cdef double *t = <double *>cnp.PyArray_DATA(times)

@@ -1,8 +1,10 @@
 # cython: language_level=3
 """Run-time selection of the SIMD path and the OpenMP thread count for plast's CPU kernels.
 
-The SIMD path is the best this CPU supports unless ``PLAST_SIMD=scalar|avx2|avx512`` asks for another (tests use
-it to check every path). Threads default to the number of usable cores (affinity and cgroup quota aware) and
+The SIMD path is the best this CPU supports unless ``PLAST_SIMD=scalar|avx2|avx512|avx512_bf16|amx`` asks for
+another (tests use it to check every path). The levels form one order; the two above avx512 add bfloat16 matrix
+arithmetic (vdpbf16ps, then AMX tiles) and change only the 16-bit GEMM: every other kernel runs its AVX-512 code
+there, so ``VECTOR_NAMES`` lists the paths those kernels tell apart. Threads default to the number of usable cores (affinity and cgroup quota aware) and
 follow ``OMP_NUM_THREADS`` and ``plast.set_num_threads``.
 """
 
@@ -12,6 +14,8 @@ cdef extern from "plast_simd.h":
     int PLAST_SIMD_SCALAR
     int PLAST_SIMD_AVX2
     int PLAST_SIMD_AVX512
+    int PLAST_SIMD_AVX512_BF16
+    int PLAST_SIMD_AMX
     int plast_cpu_simd_max() nogil
 
 cdef extern from *:
@@ -22,7 +26,9 @@ cdef extern from *:
     """
     int PLAST_HAVE_OPENMP
 
-SIMD_NAMES = ("scalar", "avx2", "avx512")
+SIMD_NAMES = ("scalar", "avx2", "avx512", "avx512_bf16", "amx")
+VECTOR_NAMES = SIMD_NAMES[:3]  # what the float32/float64/integer kernels distinguish
+assert SIMD_NAMES.index("amx") == PLAST_SIMD_AMX and SIMD_NAMES.index("avx512_bf16") == PLAST_SIMD_AVX512_BF16
 
 cdef int _simd = PLAST_SIMD_SCALAR
 cdef int _simd_max = PLAST_SIMD_SCALAR
@@ -80,13 +86,18 @@ def simd_available():
     return SIMD_NAMES[: _simd_max + 1]
 
 
+def vector_paths():
+    """The SIMD paths this CPU supports that the float32/float64/integer kernels tell apart (scalar, avx2, avx512)."""
+    return tuple(p for p in simd_available() if p in VECTOR_NAMES)
+
+
 def get_simd():
     """Name of the SIMD path the kernels use now."""
     return SIMD_NAMES[_simd]
 
 
 def set_simd(name):
-    """Force a SIMD path ("scalar", "avx2", "avx512"); a path this CPU lacks raises RuntimeError."""
+    """Force a SIMD path (one of SIMD_NAMES); a path this CPU lacks raises RuntimeError."""
     global _simd
     if name not in SIMD_NAMES:
         raise ValueError(f"unknown SIMD path {name!r}; expected one of {', '.join(SIMD_NAMES)}")

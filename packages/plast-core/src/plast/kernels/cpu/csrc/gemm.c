@@ -49,7 +49,7 @@ static void gemm_tls_register(void *p) {
 static void gemm_tls_register(void *p) { (void)p; }
 #endif
 
-static void *gemm_scratch(size_t bytes) {
+void *plast_gemm_scratch(size_t bytes) {
     if (bytes <= gemm_tls_cap) return gemm_tls_buf;
     size_t cap = (bytes + 4095) & ~(size_t)4095;
     void *p = aligned_alloc(64, cap);
@@ -60,6 +60,8 @@ static void *gemm_scratch(size_t bytes) {
     gemm_tls_register(p);
     return p;
 }
+
+static inline void *gemm_scratch(size_t bytes) { return plast_gemm_scratch(bytes); }
 
 #define DT float
 #define DS f32

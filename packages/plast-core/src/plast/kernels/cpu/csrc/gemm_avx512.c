@@ -7,40 +7,18 @@
 #define GMR12_LIST(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
 
 /* ---- float ---- */
-#define GT                float
-#define GS                f32
-#define G_IS_F32          1
-#define GSFX              f32_avx512
-#define GTARGET           PLAST_TARGET_AVX512
-#define GV                __m512
-#define GVL               16
-#define GMR               12
-#define GMR_LIST          GMR12_LIST
-#define GKC               384
-#define GNB               480
-#define GMB               1536
-#define GUNROLL           4
-#define GMASK             __mmask16
-#define G_MASK(n)         ((__mmask16)((1u << (n)) - 1u))
-#define G_ZERO()          _mm512_setzero_ps()
-#define G_SET1(x)         _mm512_set1_ps(x)
-#define G_LOAD(p)         _mm512_loadu_ps(p)
-#define G_STORE(p, v)     _mm512_storeu_ps((p), (v))
-#define G_LOADM(p, m)     _mm512_maskz_loadu_ps((m), (p))
-#define G_STOREM(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
-#define G_ADD             _mm512_add_ps
-#define G_SUB             _mm512_sub_ps
-#define G_MUL             _mm512_mul_ps
-#define G_DIV             _mm512_div_ps
-#define G_MIN             _mm512_min_ps
-#define G_MAX             _mm512_max_ps
-#define G_FMA             _mm512_fmadd_ps
-#define G_RELU(x)         _mm512_max_ps(_mm512_setzero_ps(), (x))
-#define G_ABS             _mm512_abs_ps
-#define G_ROUND(x)        _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define G_LDEXP(y, n)     _mm512_scalef_ps((y), (n))
-#define G_SELNEG(x, a, b) _mm512_mask_blend_ps(_mm512_cmp_ps_mask((x), _mm512_setzero_ps(), _CMP_LT_OQ), (b), (a))
-#define GVEC_ACT          1
+#define GT       float
+#define GS       f32
+#define G_IS_F32 1
+#define GSFX     f32_avx512
+#define GTARGET  PLAST_TARGET_AVX512
+#define GMR      12
+#define GMR_LIST GMR12_LIST
+#define GKC      384
+#define GNB      480
+#define GMB      1536
+#define GUNROLL  4
+#include "gemm_avx512_f32.h"
 #include "gemm_kernels.h"
 
 /* ---- double ---- */

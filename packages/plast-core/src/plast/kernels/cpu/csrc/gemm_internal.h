@@ -9,6 +9,10 @@
 #include "gemm.h"
 #include "plast_simd.h"
 
+/* This thread's packing buffer (gemm.c), at least `bytes` long and 64-byte aligned; NULL when out of memory. One
+ * buffer per thread, reused by the next call: a caller must not hold it across another GEMM call. */
+void *plast_gemm_scratch(size_t bytes);
+
 /* Scalar math the kernel template calls by element type. */
 static inline float gemm_exp_f32(float x) { return expf(x); }
 static inline double gemm_exp_f64(double x) { return exp(x); }

@@ -1,0 +1,491 @@
+/* 16-bit GEMM (see gemm16.h): packing into AMX tile layouts, the AMX and AVX512-BF16 block kernels, the epilogue,
+ * threading, and the widening path through plast_gemm_f32.
+ *
+ * Packed operands, shared by both bf16 paths. K is padded with zeros to KP, a multiple of 32 (one tile's depth),
+ * and kq = KP / 32. A block of 32 rows of op(A) is two row tiles; row tile t, depth chunk q is a 16 x 32 bf16 tile
+ * of 1 KiB at pa + (t * kq + q) * 512, element (i, kk) at i * 32 + kk. A block of B's columns is cut into panels
+ * of 16; panel p, chunk q is the tile at pb + (p * kq + q) * 512 in the pair-interleaved layout tdpbf16ps reads:
+ * element (k, j) of the chunk at (k / 2) * 32 + j * 2 + k % 2, so each 32-bit word holds the pair (k, k + 1) of
+ * one column. Rows and columns past the edge are zero, so the kernels never branch on edges; only the epilogue
+ * writes the valid part of each 32 x 32 block.
+ *
+ * Loops (per thread, over its rectangle of C): columns in blocks of nb (the packed B block stays in L2), then rows
+ * in blocks of 32 (the packed A block, 32 x KP, is reused by every panel pair of the B block), then 32-column
+ * panel pairs, each a full-depth 32 x 32 product finished by the epilogue.
+ */
+#include "gemm16.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm_internal.h"
+
+#if PLAST_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#define G16_TILE 512 /* bf16 elements in one 16 x 32 tile (1 KiB) */
+/* Work per thread below which a second thread costs more than it saves (AMX does about 1 TFLOP/s a core). */
+#define G16_FLOPS_PER_THREAD 8.0e6
+
+static inline ptrdiff_t g16_cdiv(ptrdiff_t a, ptrdiff_t b) { return (a + b - 1) / b; }
+static inline ptrdiff_t g16_round_up(ptrdiff_t a, ptrdiff_t b) { return g16_cdiv(a, b) * b; }
+static inline ptrdiff_t g16_min(ptrdiff_t a, ptrdiff_t b) { return a < b ? a : b; }
+
+/* ---------------------------------------------------------------------------------------------------------- */
+/* Scalar conversions, bit-exact with torch (c10::BFloat16 and c10::Half): round to nearest even. */
+
+static inline float g16_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint16_t g16_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline float g16_f16_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t u;
+    if (exp == 0x1fu) u = sign | 0x7f800000u | (man << 13);      /* inf, nan (payload kept) */
+    else if (exp) u = sign | ((exp + 112u) << 23) | (man << 13); /* normal: bias 15 -> 127 */
+    else {
+        float f = (float)man * 0x1p-24f; /* zero or subnormal: man * 2^-24, exact */
+        memcpy(&u, &f, sizeof u);
+        u |= sign;
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint16_t g16_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* nan: the quiet nan, sign kept (as c10::Half) */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* 65520 and above round to inf */
+    if (a >= 0x38800000u) {                                  /* normal half (2^-14 and above) */
+        const uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+        return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+    }
+    /* subnormal half: round(|f| * 2^24) under the default (nearest even) mode; 1024 is the smallest normal */
+    return (uint16_t)(sign | (uint16_t)lrintf(fabsf(f) * 0x1p24f));
+}
+
+/* dst (dense rows x cols float32) = src (rows x cols, row stride lds) widened. */
+static void g16_widen(int is_bf16, const uint16_t *src, ptrdiff_t lds, ptrdiff_t rows, ptrdiff_t cols, float *dst,
+                      ptrdiff_t ldd) {
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const uint16_t *s = src + r * lds;
+        float *d = dst + r * ldd;
+        if (is_bf16)
+            for (ptrdiff_t c = 0; c < cols; c++) d[c] = g16_bf16_to_f32(s[c]);
+        else
+            for (ptrdiff_t c = 0; c < cols; c++) d[c] = g16_f16_to_f32(s[c]);
+    }
+}
+
+static void g16_narrow(int is_bf16, const float *src, ptrdiff_t lds, ptrdiff_t rows, ptrdiff_t cols, uint16_t *dst,
+                       ptrdiff_t ldd) {
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const float *s = src + r * lds;
+        uint16_t *d = dst + r * ldd;
+        if (is_bf16)
+            for (ptrdiff_t c = 0; c < cols; c++) d[c] = g16_f32_to_bf16(s[c]);
+        else
+            for (ptrdiff_t c = 0; c < cols; c++) d[c] = g16_f32_to_f16(s[c]);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------------- */
+/* The widening path: every CPU, every 16-bit type. */
+
+static int g16_widening(int is_bf16, int simd, int nthreads, int ta, int tb, ptrdiff_t M, ptrdiff_t N, ptrdiff_t K,
+                        float alpha, const uint16_t *A, ptrdiff_t lda, const uint16_t *B, ptrdiff_t ldb, float beta,
+                        void *C, ptrdiff_t ldc, int out16, const plast_gemm_epilogue *ep) {
+    const ptrdiff_t ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
+    /* one allocation: A, B, and for a 16-bit C the float32 C, biases and residual */
+    size_t n = (size_t)(ra * ca + rb * cb);
+    const int c16 = out16 != 0;
+    const int has_bc = c16 && ep && ep->bias_col, has_br = c16 && ep && ep->bias_row, has_r = c16 && ep && ep->residual;
+    if (c16) n += (size_t)(M * N) + (has_bc ? (size_t)N : 0) + (has_br ? (size_t)M : 0) + (has_r ? (size_t)(M * N) : 0);
+    float *buf = (float *)malloc((n ? n : 1) * sizeof(float));
+    if (!buf) return PLAST_GEMM_ENOMEM;
+    float *Af = buf, *Bf = Af + ra * ca, *p = Bf + rb * cb;
+    g16_widen(is_bf16, A, lda, ra, ca, Af, ca);
+    g16_widen(is_bf16, B, ldb, rb, cb, Bf, cb);
+    plast_gemm_epilogue e = {0};
+    if (ep) e = *ep;
+    float *Cf = (float *)C;
+    ptrdiff_t ldcf = ldc;
+    if (c16) {
+        Cf = p;
+        p += M * N;
+        ldcf = N;
+        if (beta != 0.0f) g16_widen(is_bf16, (const uint16_t *)C, ldc, M, N, Cf, N);
+        if (has_bc) {
+            g16_widen(is_bf16, (const uint16_t *)ep->bias_col, 0, 1, N, p, N);
+            e.bias_col = p;
+            p += N;
+        }
+        if (has_br) {
+            g16_widen(is_bf16, (const uint16_t *)ep->bias_row, 0, 1, M, p, M);
+            e.bias_row = p;
+            p += M;
+        }
+        if (has_r) {
+            g16_widen(is_bf16, (const uint16_t *)ep->residual, ep->ldr, M, N, p, N);
+            e.residual = p;
+            e.ldr = N;
+        }
+    }
+    const int vec = simd > PLAST_SIMD_AVX512 ? PLAST_SIMD_AVX512 : simd;
+    int rc = plast_gemm_f32(vec, nthreads, ta, tb, M, N, K, alpha, Af, ca, Bf, cb, beta, Cf, ldcf, ep ? &e : NULL);
+    if (rc == PLAST_GEMM_OK && c16) g16_narrow(is_bf16, Cf, N, M, N, (uint16_t *)C, ldc);
+    free(buf);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------------------- */
+/* The bf16 paths (x86-64 with AVX512-BF16, and AMX). */
+
+#if PLAST_X86
+
+typedef struct {
+    int ta, tb, out16, path;
+    ptrdiff_t K, KP, kq;
+    float alpha, beta;
+    const uint16_t *A, *B;
+    ptrdiff_t lda, ldb, ldc;
+    void *C;
+    const plast_gemm_epilogue *ep;
+} g16_args;
+
+/* Rows [i, i + mm) of op(A), all of K, into the two row tiles of a 32-row block (zero past the edges). */
+static void g16_pack_a(const g16_args *g, ptrdiff_t i, ptrdiff_t mm, uint16_t *pa) {
+    const ptrdiff_t K = g->K, kq = g->kq;
+    if (mm < 32 || K != g->KP) memset(pa, 0, (size_t)(2 * kq * G16_TILE) * sizeof(uint16_t));
+    if (!g->ta) {
+        for (ptrdiff_t r = 0; r < mm; r++) {
+            const uint16_t *src = g->A + (i + r) * g->lda;
+            uint16_t *dst = pa + (r / 16) * kq * G16_TILE + (r % 16) * 32;
+            for (ptrdiff_t q = 0; q < kq; q++) {
+                const ptrdiff_t w = g16_min(32, K - q * 32);
+                memcpy(dst + q * G16_TILE, src + q * 32, (size_t)w * sizeof(uint16_t));
+            }
+        }
+    } else {
+        /* A stored [K, M]: row k of storage holds column k of op(A); it scatters across the 32 rows */
+        for (ptrdiff_t k = 0; k < K; k++) {
+            const uint16_t *src = g->A + k * g->lda + i;
+            uint16_t *dst = pa + (k / 32) * G16_TILE + (k % 32);
+            for (ptrdiff_t r = 0; r < mm; r++) dst[(r / 16) * kq * G16_TILE + (r % 16) * 32] = src[r];
+        }
+    }
+}
+
+/* Columns [j, j + nn) of op(B), all of K, into ceil(nn / 16) pair-interleaved panels; the panels up to npan are
+ * zero-filled past nn. */
+PLAST_TARGET_AVX512 static void g16_pack_b(const g16_args *g, ptrdiff_t j, ptrdiff_t nn, ptrdiff_t npan, uint16_t *pb) {
+    const ptrdiff_t K = g->K, kq = g->kq, ldb = g->ldb;
+    const uint16_t *B = g->B;
+    for (ptrdiff_t p = 0; p < npan; p++) {
+        const ptrdiff_t c0 = p * 16, w = g16_min(16, nn - c0 > 0 ? nn - c0 : 0);
+        uint16_t *panel = pb + p * kq * G16_TILE;
+        if (w == 0) {
+            memset(panel, 0, (size_t)(kq * G16_TILE) * sizeof(uint16_t));
+            continue;
+        }
+        if (!g->tb) {
+            /* B stored [K, N]: interleave rows k and k + 1, 16 columns at a time */
+            const __mmask16 m = (__mmask16)((1u << w) - 1u);
+            for (ptrdiff_t k = 0; k < g->KP; k += 2) {
+                __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                if (k < K) lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, B + k * ldb + j + c0));
+                if (k + 1 < K) hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, B + (k + 1) * ldb + j + c0));
+                _mm512_storeu_si512(panel + (k / 32) * G16_TILE + ((k % 32) / 2) * 32,
+                                    _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+            }
+        } else {
+            /* B stored [N, K]: the pair (k, k + 1) of column c is one 32-bit word of storage row c, so each tile
+             * is a 16 x 16 transpose of 32-bit words */
+            if (w < 16 || K != g->KP) memset(panel, 0, (size_t)(kq * G16_TILE) * sizeof(uint16_t));
+            for (ptrdiff_t c = 0; c < w; c++) {
+                const uint16_t *src = B + (j + c0 + c) * ldb;
+                uint16_t *dst = panel + c * 2;
+                ptrdiff_t k = 0;
+                for (; k + 1 < K; k += 2) {
+                    uint32_t word;
+                    memcpy(&word, src + k, sizeof word);
+                    memcpy(dst + (k / 32) * G16_TILE + ((k % 32) / 2) * 32, &word, sizeof word);
+                }
+                if (k < K) dst[(k / 32) * G16_TILE + ((k % 32) / 2) * 32] = src[k];
+            }
+        }
+    }
+}
+
+typedef struct __attribute__((aligned(64))) {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} g16_tilecfg;
+
+/* Every tile 16 rows x 64 bytes: C tiles of 16 x 16 float32, A tiles of 16 x 32 bf16, B tiles of 16 pair rows. */
+PLAST_TARGET_AMX static void g16_amx_configure(void) {
+    g16_tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.colsb[t] = 64;
+        cfg.rows[t] = 16;
+    }
+    /* not GCC's _tile_loadconfig: its asm names only the first 8 bytes as read, so the compiler may drop the
+     * stores of colsb and rows */
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
+}
+
+PLAST_TARGET_AMX static void g16_amx_release(void) { _tile_release(); }
+
+/* tmp[32][32] = the A block (two row tiles at pa) times the panel pair at pb, over kq chunks. */
+PLAST_TARGET_AMX static void g16_block_amx(const uint16_t *pa, const uint16_t *pb, ptrdiff_t kq, float *tmp) {
+    const uint16_t *a0 = pa, *a1 = pa + kq * G16_TILE, *b0 = pb, *b1 = pb + kq * G16_TILE;
+    /* GCC's tile loads are asm without memory operands: make the packing stores visible to them */
+    __asm__ volatile("" ::: "memory");
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (ptrdiff_t q = 0; q < kq; q++) {
+        _tile_loadd(4, a0 + q * G16_TILE, 64);
+        _tile_loadd(6, b0 + q * G16_TILE, 64);
+        _tile_loadd(5, a1 + q * G16_TILE, 64);
+        _tile_loadd(7, b1 + q * G16_TILE, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, tmp, 128);
+    _tile_stored(1, tmp + 16, 128);
+    _tile_stored(2, tmp + 16 * 32, 128);
+    _tile_stored(3, tmp + 16 * 32 + 16, 128);
+}
+
+/* The same product with vdpbf16ps: four groups of 8 rows, 16 zmm accumulators each (8 rows x 2 panels). */
+PLAST_TARGET_AVX512_BF16 static void g16_block_dp(const uint16_t *pa, const uint16_t *pb, ptrdiff_t kq, float *tmp) {
+    const uint16_t *b0 = pb, *b1 = pb + kq * G16_TILE;
+    for (int rg = 0; rg < 4; rg++) {
+        const uint16_t *a = pa + (rg / 2) * kq * G16_TILE + (rg % 2) * 8 * 32;
+        __m512 acc[8][2];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+        for (ptrdiff_t q = 0; q < kq; q++) {
+            const uint16_t *at = a + q * G16_TILE, *bt0 = b0 + q * G16_TILE, *bt1 = b1 + q * G16_TILE;
+            for (int pr = 0; pr < 16; pr++) {
+                const __m512i x0 = _mm512_loadu_si512(bt0 + pr * 32), x1 = _mm512_loadu_si512(bt1 + pr * 32);
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++) {
+                    int32_t pair;
+                    memcpy(&pair, at + i * 32 + pr * 2, sizeof pair);
+                    const __m512i av = _mm512_set1_epi32(pair);
+                    acc[i][0] = _mm512_dpbf16_ps(acc[i][0], (__m512bh)av, (__m512bh)x0);
+                    acc[i][1] = _mm512_dpbf16_ps(acc[i][1], (__m512bh)av, (__m512bh)x1);
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            _mm512_storeu_ps(tmp + (rg * 8 + i) * 32, acc[i][0]);
+            _mm512_storeu_ps(tmp + (rg * 8 + i) * 32 + 16, acc[i][1]);
+        }
+    }
+}
+
+/* The epilogue's activations, vectorized (gemm_act.h instantiated for AVX-512 float). */
+#define GT          float
+#define GS          f32
+#define GSFX        f32_g16
+#define GTARGET     PLAST_TARGET_AVX512
+#define GNAME(x)    GCAT(x, GSFX)
+#define GCAT_(a, b) a##_##b
+#define GCAT(a, b)  GCAT_(a, b)
+#include "gemm_avx512_f32.h"
+#include "gemm_act.h"
+
+PLAST_TARGET_AVX512 static inline __m512 g16_load(const void *p, ptrdiff_t off, int c16, __mmask16 m) {
+    if (c16) {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + off));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    }
+    return _mm512_maskz_loadu_ps(m, (const float *)p + off);
+}
+
+/* Round to nearest even with torch's NaN (0x7fc0), 16 lanes: the integer form of g16_f32_to_bf16. */
+PLAST_TARGET_AVX512 static inline __m256i g16_round_bf16(__m512 x) {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, _mm512_set1_epi32(0x7fc0));
+    return _mm512_cvtepi32_epi16(r);
+}
+
+/* C[i + r, j + c] for r < mm, c < nn from tmp[32][32]: alpha, beta * C, biases, activation, residual, rounding. */
+PLAST_TARGET_AVX512 static void g16_store(const g16_args *g, const float *tmp, ptrdiff_t i, ptrdiff_t j, ptrdiff_t mm,
+                                          ptrdiff_t nn) {
+    const plast_gemm_epilogue *ep = g->ep;
+    const int c16 = g->out16;
+    const __m512 va = _mm512_set1_ps(g->alpha), vb = _mm512_set1_ps(g->beta);
+    for (ptrdiff_t r = 0; r < mm; r++) {
+        const ptrdiff_t row = i + r;
+        float br = 0.0f;
+        if (ep && ep->bias_row)
+            br = c16 ? g16_bf16_to_f32(((const uint16_t *)ep->bias_row)[row]) : ((const float *)ep->bias_row)[row];
+        for (ptrdiff_t c = 0; c < nn; c += 16) {
+            const int w = (int)g16_min(16, nn - c);
+            const __mmask16 m = (__mmask16)((1u << w) - 1u);
+            const ptrdiff_t off = row * g->ldc + j + c;
+            __m512 x = _mm512_mul_ps(va, _mm512_loadu_ps(tmp + r * 32 + c));
+            if (g->beta != 0.0f) x = _mm512_fmadd_ps(vb, g16_load(g->C, off, c16, m), x);
+            if (ep) {
+                if (ep->bias_col) x = _mm512_add_ps(x, g16_load(ep->bias_col, j + c, c16, m));
+                x = _mm512_add_ps(x, _mm512_set1_ps(br));
+                x = GNAME(vact)(x, ep->act);
+                if (ep->residual) x = _mm512_add_ps(x, g16_load(ep->residual, row * ep->ldr + j + c, c16, m));
+            }
+            if (c16) _mm256_mask_storeu_epi16((uint16_t *)g->C + off, m, g16_round_bf16(x));
+            else _mm512_mask_storeu_ps((float *)g->C + off, m, x);
+        }
+    }
+}
+
+/* One thread's rectangle [i0, i0 + m) x [j0, j0 + n) of C. */
+static int g16_serial(const g16_args *g, ptrdiff_t i0, ptrdiff_t m, ptrdiff_t j0, ptrdiff_t n) {
+    const ptrdiff_t KP = g->KP, kq = g->kq;
+    /* columns per packed B block: the block (nb x KP bf16) within about 1 MiB of L2 */
+    ptrdiff_t nb = ((ptrdiff_t)1 << 20) / (KP * 2) / 32 * 32;
+    if (nb < 32) nb = 32;
+    nb = g16_min(nb, g16_round_up(n, 32));
+    const size_t a_bytes = (size_t)(32 * KP) * 2, b_bytes = (size_t)(nb * KP) * 2, t_bytes = 32 * 32 * 4;
+    char *buf = (char *)plast_gemm_scratch(a_bytes + b_bytes + t_bytes + 128);
+    if (!buf) return PLAST_GEMM_ENOMEM;
+    uint16_t *pa = (uint16_t *)buf, *pb = (uint16_t *)(buf + a_bytes);
+    float *tmp = (float *)(buf + g16_round_up((ptrdiff_t)(a_bytes + b_bytes), 64));
+    const int amx = g->path == PLAST_SIMD_AMX;
+    if (amx) g16_amx_configure();
+    for (ptrdiff_t jc = 0; jc < n; jc += nb) {
+        const ptrdiff_t nn = g16_min(nb, n - jc);
+        g16_pack_b(g, j0 + jc, nn, g16_cdiv(nn, 32) * 2, pb);
+        for (ptrdiff_t ic = 0; ic < m; ic += 32) {
+            const ptrdiff_t mm = g16_min(32, m - ic);
+            g16_pack_a(g, i0 + ic, mm, pa);
+            for (ptrdiff_t jr = 0; jr < nn; jr += 32) {
+                const uint16_t *pbj = pb + (jr / 16) * kq * G16_TILE;
+                if (amx) g16_block_amx(pa, pbj, kq, tmp);
+                else g16_block_dp(pa, pbj, kq, tmp);
+                g16_store(g, tmp, i0 + ic, j0 + jc + jr, mm, g16_min(32, nn - jr));
+            }
+        }
+    }
+    if (amx) g16_amx_release();
+    return PLAST_GEMM_OK;
+}
+
+/* Thread t's rectangle of a tm x tn grid of 32 x 32 blocks over p threads, the grid minimising the rows plus
+ * columns each thread packs. */
+static void g16_partition(int p, int t, ptrdiff_t M, ptrdiff_t N, ptrdiff_t *i0, ptrdiff_t *m, ptrdiff_t *j0,
+                          ptrdiff_t *n) {
+    const ptrdiff_t mt = g16_cdiv(M, 32), nt = g16_cdiv(N, 32);
+    int best_tm = 1;
+    double best = -1;
+    for (int tm = 1; tm <= p; tm++) {
+        if (p % tm || tm > mt || p / tm > nt) continue;
+        const double cost = (double)M / tm + (double)N / (p / tm);
+        if (best < 0 || cost < best) {
+            best = cost;
+            best_tm = tm;
+        }
+    }
+    const int tm = best_tm, tn = p / best_tm, ti = t / tn, tj = t % tn;
+    const ptrdiff_t ilo = mt * ti / tm, ihi = mt * (ti + 1) / tm, jlo = nt * tj / tn, jhi = nt * (tj + 1) / tn;
+    *i0 = ilo * 32;
+    *m = g16_min(ihi * 32, M) - *i0;
+    *j0 = jlo * 32;
+    *n = g16_min(jhi * 32, N) - *j0;
+    if (*m < 0) *m = 0;
+    if (*n < 0) *n = 0;
+}
+
+static int g16_threads(int nthreads, ptrdiff_t M, ptrdiff_t N, ptrdiff_t K) {
+    if (nthreads <= 1 || !PLAST_HAVE_OPENMP) return 1;
+    double want = 2.0 * (double)M * (double)N * (double)K / G16_FLOPS_PER_THREAD;
+    const double blocks = (double)g16_cdiv(M, 32) * (double)g16_cdiv(N, 32);
+    if (want > blocks) want = blocks;
+    if (want < 2) return 1;
+    return want < nthreads ? (int)want : nthreads;
+}
+
+static int g16_tiled(const g16_args *g, int nthreads, ptrdiff_t M, ptrdiff_t N) {
+    const int nt = g16_threads(nthreads, M, N, g->K);
+    if (nt <= 1) return g16_serial(g, 0, M, 0, N);
+    int err = 0;
+#if PLAST_HAVE_OPENMP
+#pragma omp parallel num_threads(nt) reduction(| : err)
+    {
+        ptrdiff_t i0, m, j0, n;
+        g16_partition(omp_get_num_threads(), omp_get_thread_num(), M, N, &i0, &m, &j0, &n);
+        if (m > 0 && n > 0) err |= g16_serial(g, i0, m, j0, n);
+    }
+#endif
+    return err ? PLAST_GEMM_ENOMEM : PLAST_GEMM_OK;
+}
+
+#endif /* PLAST_X86 */
+
+/* ---------------------------------------------------------------------------------------------------------- */
+
+static int g16_clamp(int simd) {
+    static int max_level = -1;
+    int mx = __atomic_load_n(&max_level, __ATOMIC_RELAXED);
+    if (mx < 0) {
+        mx = plast_cpu_simd_max();
+        __atomic_store_n(&max_level, mx, __ATOMIC_RELAXED);
+    }
+    if (simd < PLAST_SIMD_SCALAR) return PLAST_SIMD_SCALAR;
+    return simd > mx ? mx : simd;
+}
+
+int plast_gemm_bf16_path(int simd) { return g16_clamp(simd); }
+
+int plast_gemm_bf16(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t M, ptrdiff_t N, ptrdiff_t K,
+                    float alpha, const uint16_t *A, ptrdiff_t lda, const uint16_t *B, ptrdiff_t ldb, float beta,
+                    void *C, ptrdiff_t ldc, int out16, const plast_gemm_epilogue *ep) {
+    if (M <= 0 || N <= 0) return PLAST_GEMM_OK;
+    const int path = g16_clamp(simd);
+#if PLAST_X86
+    if (path >= PLAST_SIMD_AVX512_BF16 && K > 0 && alpha != 0.0f) {
+        const g16_args g = {
+            trans_a, trans_b, out16 != 0, path, K, g16_round_up(K, 32), g16_round_up(K, 32) / 32, alpha, beta, A, B,
+            lda,     ldb,     ldc,        C,    ep};
+        return g16_tiled(&g, nthreads, M, N);
+    }
+#endif
+    return g16_widening(1, path, nthreads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, out16, ep);
+}
+
+int plast_gemm_f16(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t M, ptrdiff_t N, ptrdiff_t K, float alpha,
+                   const uint16_t *A, ptrdiff_t lda, const uint16_t *B, ptrdiff_t ldb, float beta, void *C,
+                   ptrdiff_t ldc, int out16, const plast_gemm_epilogue *ep) {
+    if (M <= 0 || N <= 0) return PLAST_GEMM_OK;
+    return g16_widening(0, g16_clamp(simd), nthreads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                        out16, ep);
+}
