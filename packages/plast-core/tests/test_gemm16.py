@@ -159,6 +159,24 @@ def test_transposed_and_strided_operands(path, rng, dtype, ta, tb):
         check(_gemm.gemm16(a, b, dtype=dtype, out16=out16), a, b, dtype, out16)
 
 
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+def test_deep_k_in_several_passes(path, rng, ta, tb):
+    """K past one pass of the blocked kernel (8 chunks of 32): the float32 sums wait between passes (in C itself
+    for a plain float32 product), and the epilogue (beta, bias, activation, residual) runs once, after the last."""
+    for m, k, n in [(45, 300, 70), (33, 777, 40), (64, 512, 96)]:
+        a = rand(rng, (k, m), "bfloat16").T if ta else rand(rng, (m, k), "bfloat16")
+        b = rand(rng, (n, k), "bfloat16").T if tb else rand(rng, (k, n), "bfloat16")
+        check(_gemm.gemm16(a, b), a, b, "bfloat16", False)
+        check(_gemm.gemm16(a, b, out16=True), a, b, "bfloat16", True)
+        c = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+        bias = rng.uniform(-1, 1, n).astype(np.float32)
+        res = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+        out = c.copy()
+        _gemm.gemm16(a, b, out, beta=0.5, bias=bias, act="gelu_tanh", residual=res)
+        check(out, a, b, "bfloat16", False, beta=0.5, c=c, bias=bias, act="gelu_tanh", residual=res)
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("out16", [False, True])
 @pytest.mark.parametrize("act", list(ACTS))

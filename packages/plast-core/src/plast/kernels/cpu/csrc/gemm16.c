@@ -10,8 +10,10 @@
  * writes the valid part of each 32 x 32 block.
  *
  * Loops (per thread, over its rectangle of C): columns in blocks of nb (the packed B block stays in L2), then rows
- * in blocks of 32 (the packed A block, 32 x KP, is reused by every panel pair of the B block), then 32-column
- * panel pairs, each a full-depth 32 x 32 product finished by the epilogue.
+ * in blocks of 32 (the packed A block, 32 x KP, is reused by every panel pair of the B block), then passes over
+ * 256 depths (the A slice stays in L1), then 32-column panel pairs; a 32 x 32 block's float32 sums wait between
+ * passes, and the epilogue finishes it after the last. The transposed A (a weight gradient's g^T) is packed with
+ * AVX-512 transposes.
  */
 #include "gemm16.h"
 
@@ -26,6 +28,8 @@
 #endif
 
 #define G16_TILE 512 /* bf16 elements in one 16 x 32 tile (1 KiB) */
+/* Depth chunks (of 32) per pass over a B block: the pass's A slice, 32 x 256 bf16 = 16 KiB, stays in L1. */
+#define G16_PASS_CHUNKS 8
 /* Work per thread below which a second thread costs more than it saves (AMX does about 1 TFLOP/s a core). */
 #define G16_FLOPS_PER_THREAD 8.0e6
 
@@ -170,25 +174,73 @@ typedef struct {
     const plast_gemm_epilogue *ep;
 } g16_args;
 
+/* 16 x 16 transpose of 32-bit words in 16 registers: four butterfly stages, each swapping the off-diagonal b x b
+ * blocks of every 2b x 2b block (b = 8, 4, 2, 1) with one two-source permute per row. */
+PLAST_TARGET_AVX512 static void g16_transpose16x16(__m512i r[16]) {
+    for (int b = 8; b >= 1; b /= 2) {
+        int lo[16], hi[16];
+        for (int c = 0; c < 16; c++) {
+            lo[c] = (c & b) ? 16 + c - b : c; /* row x keeps its low half, takes row x + b's low half */
+            hi[c] = (c & b) ? 16 + c : c + b; /* row x + b takes row x's high half, keeps its own high half */
+        }
+        const __m512i ilo = _mm512_loadu_si512(lo), ihi = _mm512_loadu_si512(hi);
+        for (int x = 0; x < 16; x++) {
+            if (x & b) continue;
+            const __m512i a = r[x], c = r[x + b];
+            r[x] = _mm512_permutex2var_epi32(a, ilo, c);
+            r[x + b] = _mm512_permutex2var_epi32(a, ihi, c);
+        }
+    }
+}
+
+/* A stored [K, M] (op(A) = A^T): rows [i, i + mm) of op(A) are columns of storage. Per depth chunk of 32: the
+ * storage rows k and k + 1 are interleaved into 32-bit words (k, k + 1) per column (as B is packed), which makes
+ * 16 rows of 32 words; transposing each 16 x 16 half gives the two row tiles' 16 rows of 32 depths. */
+PLAST_TARGET_AVX512 static void g16_pack_a_trans(const g16_args *g, ptrdiff_t i, ptrdiff_t mm, uint16_t *pa) {
+    const ptrdiff_t K = g->K, kq = g->kq, lda = g->lda;
+    const __mmask32 m = mm >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << mm) - 1u);
+    uint16_t lo_idx[32], hi_idx[32]; /* 16-bit lanes: bits 0-4 pick the element, bit 5 the source */
+    for (int c = 0; c < 16; c++) {
+        lo_idx[2 * c] = (uint16_t)c; /* words 0..15: columns 0..15 of rows k (low half) and k + 1 (high half) */
+        lo_idx[2 * c + 1] = (uint16_t)(32 + c);
+        hi_idx[2 * c] = (uint16_t)(16 + c); /* words 16..31 */
+        hi_idx[2 * c + 1] = (uint16_t)(48 + c);
+    }
+    const __m512i ilo = _mm512_loadu_si512(lo_idx), ihi = _mm512_loadu_si512(hi_idx);
+    for (ptrdiff_t q = 0; q < kq; q++) {
+        __m512i w0[16], w1[16];
+        for (int pr = 0; pr < 16; pr++) {
+            const ptrdiff_t k = q * 32 + 2 * pr;
+            __m512i x0 = _mm512_setzero_si512(), x1 = _mm512_setzero_si512();
+            if (k < K) x0 = _mm512_maskz_loadu_epi16(m, g->A + k * lda + i);
+            if (k + 1 < K) x1 = _mm512_maskz_loadu_epi16(m, g->A + (k + 1) * lda + i);
+            w0[pr] = _mm512_permutex2var_epi16(x0, ilo, x1);
+            w1[pr] = _mm512_permutex2var_epi16(x0, ihi, x1);
+        }
+        g16_transpose16x16(w0);
+        g16_transpose16x16(w1);
+        uint16_t *t0 = pa + q * G16_TILE, *t1 = pa + (kq + q) * G16_TILE;
+        for (int r = 0; r < 16; r++) {
+            _mm512_storeu_si512(t0 + r * 32, w0[r]);
+            _mm512_storeu_si512(t1 + r * 32, w1[r]);
+        }
+    }
+}
+
 /* Rows [i, i + mm) of op(A), all of K, into the two row tiles of a 32-row block (zero past the edges). */
 static void g16_pack_a(const g16_args *g, ptrdiff_t i, ptrdiff_t mm, uint16_t *pa) {
+    if (g->ta) {
+        g16_pack_a_trans(g, i, mm, pa);
+        return;
+    }
     const ptrdiff_t K = g->K, kq = g->kq;
     if (mm < 32 || K != g->KP) memset(pa, 0, (size_t)(2 * kq * G16_TILE) * sizeof(uint16_t));
-    if (!g->ta) {
-        for (ptrdiff_t r = 0; r < mm; r++) {
-            const uint16_t *src = g->A + (i + r) * g->lda;
-            uint16_t *dst = pa + (r / 16) * kq * G16_TILE + (r % 16) * 32;
-            for (ptrdiff_t q = 0; q < kq; q++) {
-                const ptrdiff_t w = g16_min(32, K - q * 32);
-                memcpy(dst + q * G16_TILE, src + q * 32, (size_t)w * sizeof(uint16_t));
-            }
-        }
-    } else {
-        /* A stored [K, M]: row k of storage holds column k of op(A); it scatters across the 32 rows */
-        for (ptrdiff_t k = 0; k < K; k++) {
-            const uint16_t *src = g->A + k * g->lda + i;
-            uint16_t *dst = pa + (k / 32) * G16_TILE + (k % 32);
-            for (ptrdiff_t r = 0; r < mm; r++) dst[(r / 16) * kq * G16_TILE + (r % 16) * 32] = src[r];
+    for (ptrdiff_t r = 0; r < mm; r++) {
+        const uint16_t *src = g->A + (i + r) * g->lda;
+        uint16_t *dst = pa + (r / 16) * kq * G16_TILE + (r % 16) * 32;
+        for (ptrdiff_t q = 0; q < kq; q++) {
+            const ptrdiff_t w = g16_min(32, K - q * 32);
+            memcpy(dst + q * G16_TILE, src + q * 32, (size_t)w * sizeof(uint16_t));
         }
     }
 }
@@ -256,40 +308,64 @@ PLAST_TARGET_AMX static void g16_amx_configure(void) {
 
 PLAST_TARGET_AMX static void g16_amx_release(void) { _tile_release(); }
 
-/* tmp[32][32] = the A block (two row tiles at pa) times the panel pair at pb, over kq chunks. */
-PLAST_TARGET_AMX static void g16_block_amx(const uint16_t *pa, const uint16_t *pb, ptrdiff_t kq, float *tmp) {
-    const uint16_t *a0 = pa, *a1 = pa + kq * G16_TILE, *b0 = pb, *b1 = pb + kq * G16_TILE;
-    /* GCC's tile loads are asm without memory operands: make the packing stores visible to them */
+/* acc[32][32] (+)= the A block (two row tiles at pa) times the panel pair at pb, over depth chunks [q0, q0 + qn)
+ * of kq; acc (row stride lda floats) is read first when `load`, else the product starts from zero. */
+PLAST_TARGET_AMX static void g16_block_amx(const uint16_t *pa, const uint16_t *pb, ptrdiff_t kq, ptrdiff_t q0,
+                                           ptrdiff_t qn, float *acc, ptrdiff_t ldacc, int load) {
+    const size_t st = (size_t)ldacc * sizeof(float);
+    const uint16_t *a0 = pa + q0 * G16_TILE, *a1 = pa + (kq + q0) * G16_TILE;
+    const uint16_t *b0 = pb + q0 * G16_TILE, *b1 = pb + (kq + q0) * G16_TILE;
+    /* GCC's tile loads and stores are asm without memory operands: order them against the C around them */
     __asm__ volatile("" ::: "memory");
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (ptrdiff_t q = 0; q < kq; q++) {
+    if (load) {
+        _tile_loadd(0, acc, st);
+        _tile_loadd(1, acc + 16, st);
+        _tile_loadd(2, acc + 16 * ldacc, st);
+        _tile_loadd(3, acc + 16 * ldacc + 16, st);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    for (ptrdiff_t q = 0; q < qn; q++) {
+        /* the B tiles two chunks ahead into L1 (they stream from L2; A's slice is already in L1). A prefetch
+         * past the buffer's end is harmless: prefetches never fault. */
+        const char *n0 = (const char *)(b0 + (q + 2) * G16_TILE), *n1 = (const char *)(b1 + (q + 2) * G16_TILE);
+        for (int l = 0; l < 1024; l += 64) {
+            _mm_prefetch(n0 + l, _MM_HINT_T0);
+            _mm_prefetch(n1 + l, _MM_HINT_T0);
+        }
         _tile_loadd(4, a0 + q * G16_TILE, 64);
         _tile_loadd(6, b0 + q * G16_TILE, 64);
-        _tile_loadd(5, a1 + q * G16_TILE, 64);
         _tile_loadd(7, b1 + q * G16_TILE, 64);
         _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(5, a1 + q * G16_TILE, 64);
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    _tile_stored(0, tmp, 128);
-    _tile_stored(1, tmp + 16, 128);
-    _tile_stored(2, tmp + 16 * 32, 128);
-    _tile_stored(3, tmp + 16 * 32 + 16, 128);
+    _tile_stored(0, acc, st);
+    _tile_stored(1, acc + 16, st);
+    _tile_stored(2, acc + 16 * ldacc, st);
+    _tile_stored(3, acc + 16 * ldacc + 16, st);
+    __asm__ volatile("" ::: "memory");
 }
 
 /* The same product with vdpbf16ps: four groups of 8 rows, 16 zmm accumulators each (8 rows x 2 panels). */
-PLAST_TARGET_AVX512_BF16 static void g16_block_dp(const uint16_t *pa, const uint16_t *pb, ptrdiff_t kq, float *tmp) {
-    const uint16_t *b0 = pb, *b1 = pb + kq * G16_TILE;
+PLAST_TARGET_AVX512_BF16 static void g16_block_dp(const uint16_t *pa, const uint16_t *pb, ptrdiff_t kq, ptrdiff_t q0,
+                                                  ptrdiff_t qn, float *acc, ptrdiff_t ldacc, int load) {
+    const uint16_t *b0 = pb + q0 * G16_TILE, *b1 = pb + (kq + q0) * G16_TILE;
     for (int rg = 0; rg < 4; rg++) {
-        const uint16_t *a = pa + (rg / 2) * kq * G16_TILE + (rg % 2) * 8 * 32;
-        __m512 acc[8][2];
+        const uint16_t *a = pa + (rg / 2) * kq * G16_TILE + q0 * G16_TILE + (rg % 2) * 8 * 32;
+        float *out = acc + rg * 8 * ldacc;
+        __m512 c[8][2];
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-        for (ptrdiff_t q = 0; q < kq; q++) {
+        for (int i = 0; i < 8; i++) {
+            c[i][0] = load ? _mm512_loadu_ps(out + i * ldacc) : _mm512_setzero_ps();
+            c[i][1] = load ? _mm512_loadu_ps(out + i * ldacc + 16) : _mm512_setzero_ps();
+        }
+        for (ptrdiff_t q = 0; q < qn; q++) {
             const uint16_t *at = a + q * G16_TILE, *bt0 = b0 + q * G16_TILE, *bt1 = b1 + q * G16_TILE;
             for (int pr = 0; pr < 16; pr++) {
                 const __m512i x0 = _mm512_loadu_si512(bt0 + pr * 32), x1 = _mm512_loadu_si512(bt1 + pr * 32);
@@ -298,15 +374,15 @@ PLAST_TARGET_AVX512_BF16 static void g16_block_dp(const uint16_t *pa, const uint
                     int32_t pair;
                     memcpy(&pair, at + i * 32 + pr * 2, sizeof pair);
                     const __m512i av = _mm512_set1_epi32(pair);
-                    acc[i][0] = _mm512_dpbf16_ps(acc[i][0], (__m512bh)av, (__m512bh)x0);
-                    acc[i][1] = _mm512_dpbf16_ps(acc[i][1], (__m512bh)av, (__m512bh)x1);
+                    c[i][0] = _mm512_dpbf16_ps(c[i][0], (__m512bh)av, (__m512bh)x0);
+                    c[i][1] = _mm512_dpbf16_ps(c[i][1], (__m512bh)av, (__m512bh)x1);
                 }
             }
         }
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) {
-            _mm512_storeu_ps(tmp + (rg * 8 + i) * 32, acc[i][0]);
-            _mm512_storeu_ps(tmp + (rg * 8 + i) * 32 + 16, acc[i][1]);
+            _mm512_storeu_ps(out + i * ldacc, c[i][0]);
+            _mm512_storeu_ps(out + i * ldacc + 16, c[i][1]);
         }
     }
 }
@@ -339,31 +415,41 @@ PLAST_TARGET_AVX512 static inline __m256i g16_round_bf16(__m512 x) {
     return _mm512_cvtepi32_epi16(r);
 }
 
-/* C[i + r, j + c] for r < mm, c < nn from tmp[32][32]: alpha, beta * C, biases, activation, residual, rounding. */
+/* C[i + r, j + c] for r < mm, c < nn from tmp[32][32]: alpha, beta * C, biases, activation, residual, rounding.
+ * The epilogue's fields are read once into locals, so the row loop's tests are loop-invariant (GCC unswitches
+ * them) and the column bias is loaded once per block. */
 PLAST_TARGET_AVX512 static void g16_store(const g16_args *g, const float *tmp, ptrdiff_t i, ptrdiff_t j, ptrdiff_t mm,
                                           ptrdiff_t nn) {
     const plast_gemm_epilogue *ep = g->ep;
-    const int c16 = g->out16;
-    const __m512 va = _mm512_set1_ps(g->alpha), vb = _mm512_set1_ps(g->beta);
+    const int c16 = g->out16, act = ep ? ep->act : PLAST_ACT_NONE;
+    const void *bc = ep ? ep->bias_col : NULL, *brow = ep ? ep->bias_row : NULL, *res = ep ? ep->residual : NULL;
+    const ptrdiff_t ldr = ep ? ep->ldr : 0, ldc = g->ldc;
+    const float alpha = g->alpha, beta = g->beta;
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    const int halves = nn > 16 ? 2 : 1;
+    __mmask16 mk[2];
+    __m512 bcv[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int h = 0; h < halves; h++) {
+        const ptrdiff_t w = g16_min(16, nn - 16 * h);
+        mk[h] = (__mmask16)((1u << w) - 1u);
+        if (bc) bcv[h] = g16_load(bc, j + 16 * h, c16, mk[h]);
+    }
     for (ptrdiff_t r = 0; r < mm; r++) {
         const ptrdiff_t row = i + r;
-        float br = 0.0f;
-        if (ep && ep->bias_row)
-            br = c16 ? g16_bf16_to_f32(((const uint16_t *)ep->bias_row)[row]) : ((const float *)ep->bias_row)[row];
-        for (ptrdiff_t c = 0; c < nn; c += 16) {
-            const int w = (int)g16_min(16, nn - c);
-            const __mmask16 m = (__mmask16)((1u << w) - 1u);
-            const ptrdiff_t off = row * g->ldc + j + c;
-            __m512 x = _mm512_mul_ps(va, _mm512_loadu_ps(tmp + r * 32 + c));
-            if (g->beta != 0.0f) x = _mm512_fmadd_ps(vb, g16_load(g->C, off, c16, m), x);
-            if (ep) {
-                if (ep->bias_col) x = _mm512_add_ps(x, g16_load(ep->bias_col, j + c, c16, m));
-                x = _mm512_add_ps(x, _mm512_set1_ps(br));
-                x = GNAME(vact)(x, ep->act);
-                if (ep->residual) x = _mm512_add_ps(x, g16_load(ep->residual, row * ep->ldr + j + c, c16, m));
-            }
-            if (c16) _mm256_mask_storeu_epi16((uint16_t *)g->C + off, m, g16_round_bf16(x));
-            else _mm512_mask_storeu_ps((float *)g->C + off, m, x);
+        __m512 vbr = _mm512_setzero_ps();
+        if (brow)
+            vbr = _mm512_set1_ps(c16 ? g16_bf16_to_f32(((const uint16_t *)brow)[row]) : ((const float *)brow)[row]);
+        for (int h = 0; h < halves; h++) {
+            const ptrdiff_t off = row * ldc + j + 16 * h;
+            __m512 x = _mm512_loadu_ps(tmp + r * 32 + 16 * h);
+            if (alpha != 1.0f) x = _mm512_mul_ps(va, x);
+            if (beta != 0.0f) x = _mm512_fmadd_ps(vb, g16_load(g->C, off, c16, mk[h]), x);
+            if (bc) x = _mm512_add_ps(x, bcv[h]);
+            if (brow) x = _mm512_add_ps(x, vbr);
+            if (act != PLAST_ACT_NONE) x = GNAME(vact)(x, act);
+            if (res) x = _mm512_add_ps(x, g16_load(res, row * ldr + j + 16 * h, c16, mk[h]));
+            if (c16) _mm256_mask_storeu_epi16((uint16_t *)g->C + off, mk[h], g16_round_bf16(x));
+            else _mm512_mask_storeu_ps((float *)g->C + off, mk[h], x);
         }
     }
 }
@@ -375,12 +461,16 @@ static int g16_serial(const g16_args *g, ptrdiff_t i0, ptrdiff_t m, ptrdiff_t j0
     ptrdiff_t nb = ((ptrdiff_t)1 << 20) / (KP * 2) / 32 * 32;
     if (nb < 32) nb = 32;
     nb = g16_min(nb, g16_round_up(n, 32));
-    const size_t a_bytes = (size_t)(32 * KP) * 2, b_bytes = (size_t)(nb * KP) * 2, t_bytes = 32 * 32 * 4;
-    char *buf = (char *)plast_gemm_scratch(a_bytes + b_bytes + t_bytes + 128);
+    /* passes of G16_PASS_CHUNKS depth chunks: a pass's slice of the A block stays in L1 while every panel pair of the B block streams past it from L2; the 32 x 32 float32 sums of each panel pair
+     * wait in acc (32 x nb), or in C itself for a plain float32 product, between passes */
+    const ptrdiff_t kqb = G16_PASS_CHUNKS;
+    const size_t a_bytes = (size_t)(32 * KP) * 2, b_bytes = (size_t)(nb * KP) * 2, acc_bytes = (size_t)(32 * nb) * 4;
+    char *buf = (char *)plast_gemm_scratch(a_bytes + b_bytes + acc_bytes + 128);
     if (!buf) return PLAST_GEMM_ENOMEM;
     uint16_t *pa = (uint16_t *)buf, *pb = (uint16_t *)(buf + a_bytes);
-    float *tmp = (float *)(buf + g16_round_up((ptrdiff_t)(a_bytes + b_bytes), 64));
+    float *acc = (float *)(buf + g16_round_up((ptrdiff_t)(a_bytes + b_bytes), 64));
     const int amx = g->path == PLAST_SIMD_AMX;
+    const int plain = !g->out16 && g->alpha == 1.0f && g->beta == 0.0f && !g->ep;
     if (amx) g16_amx_configure();
     for (ptrdiff_t jc = 0; jc < n; jc += nb) {
         const ptrdiff_t nn = g16_min(nb, n - jc);
@@ -388,11 +478,18 @@ static int g16_serial(const g16_args *g, ptrdiff_t i0, ptrdiff_t m, ptrdiff_t j0
         for (ptrdiff_t ic = 0; ic < m; ic += 32) {
             const ptrdiff_t mm = g16_min(32, m - ic);
             g16_pack_a(g, i0 + ic, mm, pa);
-            for (ptrdiff_t jr = 0; jr < nn; jr += 32) {
-                const uint16_t *pbj = pb + (jr / 16) * kq * G16_TILE;
-                if (amx) g16_block_amx(pa, pbj, kq, tmp);
-                else g16_block_dp(pa, pbj, kq, tmp);
-                g16_store(g, tmp, i0 + ic, j0 + jc + jr, mm, g16_min(32, nn - jr));
+            for (ptrdiff_t q0 = 0; q0 < kq; q0 += kqb) {
+                const ptrdiff_t qn = g16_min(kqb, kq - q0);
+                for (ptrdiff_t jr = 0; jr < nn; jr += 32) {
+                    const uint16_t *pbj = pb + (jr / 16) * kq * G16_TILE;
+                    /* a whole block of a plain float32 product accumulates in C itself: no epilogue pass */
+                    const int in_c = plain && mm == 32 && nn - jr >= 32;
+                    float *blk = in_c ? (float *)g->C + (i0 + ic) * g->ldc + j0 + jc + jr : acc + jr * 32;
+                    const ptrdiff_t ld = in_c ? g->ldc : 32;
+                    if (amx) g16_block_amx(pa, pbj, kq, q0, qn, blk, ld, q0 > 0);
+                    else g16_block_dp(pa, pbj, kq, q0, qn, blk, ld, q0 > 0);
+                    if (!in_c && q0 + qn == kq) g16_store(g, blk, i0 + ic, j0 + jc + jr, mm, g16_min(32, nn - jr));
+                }
             }
         }
     }
