@@ -22,7 +22,7 @@ from . import autograd, compiler, cuda, errors, linalg
 from ._config import show_config
 from ._core._structs import Size
 from ._core.devices import Device, device
-from ._core.dtypes import as_dtype, dtype, float32, float64, int32, int64
+from ._core.dtypes import as_dtype, bfloat16, dtype, float16, float32, float64, int32, int64
 from ._core.dtypes import bool_ as bool  # noqa: A001
 from ._core.errors import (
     ArenaExhaustedError,
@@ -215,6 +215,7 @@ from .serialization import load, save
 
 float = float32  # noqa: A001
 double = float64
+half = float16
 long = int64
 int = int32  # noqa: A001
 

@@ -149,6 +149,8 @@ class Tensor(TensorBase):
         if self._storage is not None and self._storage.is_stale:
             return f"tensor(<stale: freed by reset_transient_arenas()>, shape={tuple(self._shape)}, dtype={self.dtype})"
         arr = self._np_array()
+        if dtypes.is_16bit(self.dtype):
+            arr = arr.astype(np.float32)  # exact; numpy prints ml_dtypes' bfloat16 without a decimal point
         body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4, threshold=1000)
         extras = []
         if self.dtype not in (dtypes.float32, dtypes.int64, dtypes.bool_):
@@ -169,7 +171,8 @@ class Tensor(TensorBase):
     def to(self, *args, dtype=None, device=None, copy=False):
         for a in args:
             if isinstance(a, (dtypes.dtype, type)) or (
-                isinstance(a, str) and a in ("float32", "float64", "int64", "int32", "bool")
+                isinstance(a, str)
+                and a in ("float32", "float64", "int64", "int32", "bool", "bfloat16", "float16")
             ):
                 dtype = a
             elif isinstance(a, Tensor):
@@ -190,6 +193,12 @@ class Tensor(TensorBase):
 
     def double(self):
         return movement_ops.cast(self, dtypes.float64)
+
+    def half(self):
+        return movement_ops.cast(self, dtypes.float16)
+
+    def bfloat16(self):
+        return movement_ops.cast(self, dtypes.bfloat16)
 
     def long(self):
         return movement_ops.cast(self, dtypes.int64)

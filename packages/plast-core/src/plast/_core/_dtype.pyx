@@ -22,12 +22,13 @@ cdef class dtype:
     (4, True, dtype('int64'))
     """
 
-    def __init__(self, str name, np_dtype, int rank, int code):
+    def __init__(self, str name, np_dtype, int rank, int code, floating=None):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
-        self.is_floating_point = self.np.kind == "f"
-        self.is_signed = self.np.kind in "if"
+        # floating=None: numpy's kind says; ml_dtypes' bfloat16 is kind "V" to numpy, so it is passed True
+        self.is_floating_point = self.np.kind == "f" if floating is None else bool(floating)
+        self.is_signed = self.is_floating_point or self.np.kind == "i"
         self._rank = rank
         self.code = code
         _MADE[name] = self

@@ -46,6 +46,7 @@ cdef class OpDef:
     cdef public Py_ssize_t n_outputs
     cdef public bint saves_inputs
     cdef public dict window_kernels
+    cdef public bint half            # its kernels take bfloat16/float16; other rows compute in float32
 
 
 cdef class Node:

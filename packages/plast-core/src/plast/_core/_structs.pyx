@@ -101,6 +101,7 @@ cdef class OpDef:
         n_outputs=1,
         saves_inputs=True,
         reads_output=False,
+        half=False,
     ):
         self.name = name
         self.kernels = dict(kernels or {})
@@ -111,6 +112,8 @@ cdef class OpDef:
         self.n_outputs = n_outputs
         self.saves_inputs = saves_inputs
         self.window_kernels = {}
+        # a view only re-reads its input's memory, whatever the element type
+        self.half = half or view
 
     @property
     def fusible(self):

@@ -1,11 +1,13 @@
 """plast dtypes and the promotion rule.
 
-Promotion (binary ops and matmul): bool < int32 < int64 < float32 < float64, with one exception to torch:
+Promotion (binary ops and matmul): bool < int32 < int64 < bfloat16, float16 < float32 < float64, where bfloat16
+with float16 gives float32 (as torch), and with one exception to torch:
 matmul between an integer and a floating tensor promotes to the floating type instead of raising, so integer
 data (``plast.tensor([[0, 1]])``) meets float parameters. Python scalars are "weak", as in torch: a Python float
 with an integer tensor gives float32; a Python int or float with a float32 tensor stays float32.
 """
 
+import ml_dtypes
 import numpy as np
 
 from ._dtype import dtype as _DType
@@ -15,15 +17,22 @@ from .errors import DTypeError
 dtype = _DType
 
 
+# name, numpy dtype, promotion rank, kernel code (the C kernels and plan fingerprints read the code)
 bool_ = dtype("bool", np.bool_, 0, 0)
 int32 = dtype("int32", np.int32, 1, 1)
 int64 = dtype("int64", np.int64, 2, 2)
-float32 = dtype("float32", np.float32, 3, 3)
-float64 = dtype("float64", np.float64, 4, 4)
+float32 = dtype("float32", np.float32, 4, 3)
+float64 = dtype("float64", np.float64, 5, 4)
+# The 16-bit floating types are storage types: an op without a 16-bit kernel computes in float32 and rounds its
+# result once (graph/_graph.pyx: record), as torch's CPU kernels do. numpy has no bfloat16; ml_dtypes (JAX's)
+# gives it one with round-to-nearest-even casts, so every host path (numpy views, copies, casts, .numpy(),
+# safetensors) treats bfloat16 like any other dtype instead of as uint16 bit patterns numpy math would misread.
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 3, 5, floating=True)
+float16 = dtype("float16", np.float16, 3, 6)
 
-ALL = (bool_, int32, int64, float32, float64)
+ALL = (bool_, int32, int64, float32, float64, bfloat16, float16)
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update({"float": float32, "double": float64, "long": int64, "int": int32})
+_BY_NAME.update({"float": float32, "double": float64, "long": int64, "int": int32, "half": float16})
 _BY_NP = {d.np: d for d in ALL}
 
 default_float = float32
@@ -63,7 +72,23 @@ def from_numpy_dtype(nd):
 
 def promote(a, b):
     """Result dtype of a binary op between two tensors of dtypes a and b."""
+    if a._rank == b._rank and a is not b:  # bfloat16 with float16: neither holds the other
+        return float32
     return a if a._rank >= b._rank else b
+
+
+def is_16bit(d):
+    """d is bfloat16 or float16 (a storage type computed in float32 by ops without a 16-bit kernel)."""
+    return d.itemsize == 2 and d.is_floating_point
+
+
+def check_16bit_device(d, device, what):
+    """NotImplementedError for a 16-bit tensor on a device without 16-bit kernels (CUDA, for now)."""
+    if device.type != "cpu" and d.itemsize == 2 and d.is_floating_point:
+        raise NotImplementedError(
+            f"{what}: {d} tensors on {device.type} are not supported yet (the CUDA backend has no 16-bit "
+            f"kernels); keep {device.type} tensors float32"
+        )
 
 
 def _category(d):

@@ -3,3 +3,4 @@
 cpdef add_readers(object holder, object refs)
 cpdef list record(object op, object inputs, object args, object specs, object device)
 cpdef type tensor_class()
+cpdef object convert(object x, object dtype)

@@ -13,9 +13,12 @@ from cpython.weakref cimport PyWeakref_NewRef, PyWeakref_GetObject
 from cpython.ref cimport PyObject
 
 from .._core import grad_mode as autograd_state
+from .._core import dtypes as _dtypes
+from .._core._dtype cimport dtype as DType
 from .._core._structs cimport Node, OpDef, TensorBase, alloc_tensor, env_zero, new_lazy
 from ..memory.arena cimport Storage
 from .._core._state cimport flag
+from ..kernels.cpu import kernels as _cpu_kernels
 
 cdef dict _AG = autograd_state.__dict__
 
@@ -90,6 +93,47 @@ cdef inline void _note_reader(object ref, TensorBase t) except *:
     add_readers(holder, (ref,))
 
 
+# ---- 16-bit storage types ------------------------------------------------------------------------------------
+# bfloat16 and float16 are storage types. A row whose kernels take them says so (OpDef.half: casts, copies,
+# views, the 16-bit GEMM); any other row computes in float32: record() widens its 16-bit inputs, records the row
+# in float32, and rounds each output that should be 16-bit once, to nearest even, as torch's CPU kernels do.
+# Autograd passes through the conversions (a conversion's backward converts the gradient back), so a bfloat16
+# leaf gets a bfloat16 gradient, as in torch. The conversions are ordinary nodes: the scheduler, the jit tape
+# and the plan cache see them like any other op.
+
+cdef DType _F32 = _dtypes.float32
+
+
+cdef inline bint _is16(object d):
+    return (<DType>d).itemsize == 2 and (<DType>d).is_floating_point
+
+
+def _cast_bw(node, g):
+    return (convert(g, (<TensorBase>node.inputs[0]).dtype),)
+
+
+# The op table's ``cast`` row (ops/movement.py adopts it): the recorder inserts it, so it is built here, below
+# the op layer. Its CPU kernel copies same-dtype tensors in C and casts through numpy (ml_dtypes for bfloat16:
+# round to nearest even).
+CAST = OpDef("cast", {"cpu": _cpu_kernels.copy}, _cast_bw, None, False, 1, False, False, True)
+
+
+cpdef object convert(object x, object dtype):
+    """x as `dtype` through the ``cast`` row (x itself when it has that dtype)."""
+    cdef TensorBase t = <TensorBase?>x
+    if t.dtype is dtype:
+        return x
+    _dtypes.check_16bit_device(dtype, t.device, "cast")
+    return record(CAST, (t,), ((<DType?>dtype).code,), [(t._shape, dtype)], t.device)[0]
+
+
+cdef list _record_widened(OpDef row, object inputs, object args, object specs, object device):
+    wide = tuple([convert(x, _F32) if _is16((<TensorBase>x).dtype) else x for x in inputs])
+    wide_specs = [(shape, _F32 if _is16(dt) else dt) for shape, dt in specs]
+    outs = record(row, wide, args, wide_specs, device)
+    return [convert(o, spec[1]) if _is16(spec[1]) else o for o, spec in zip(outs, specs)]
+
+
 cdef unsigned long long _n_recorded = 0
 
 
@@ -101,6 +145,14 @@ def recorded_count():
 cpdef list record(object op, object inputs, object args, object specs, object device):
     """Record `op` applied to `inputs` (a tuple of tensors); return its output tensors (unrealized)."""
     global _n_recorded
+    cdef OpDef row = op if type(op) is OpDef else None
+    if row is not None and not row.half:
+        for x in inputs:
+            if _is16((<TensorBase?>x).dtype):
+                return _record_widened(row, inputs, args, specs, device)
+        for spec in specs:
+            if _is16(spec[1]):
+                return _record_widened(row, inputs, args, specs, device)
     _n_recorded += 1
     cdef Node node = Node.__new__(Node)
     node.op = op
@@ -112,7 +164,6 @@ cpdef list record(object op, object inputs, object args, object specs, object de
     cdef list refs = []
     cdef Py_ssize_t i = 0
     cdef TensorBase o, t
-    cdef OpDef row = op if type(op) is OpDef else None
     cdef bint view = row.view if row is not None else op.view
     for shape, dtype in specs:
         if view:  # strides and offset are set below from the arguments: skip the contiguous ones

@@ -106,6 +106,14 @@ def apply_mutation(op, list inputs, args, list mutated):
     """
     cdef TensorBase t
     cdef Py_ssize_t i
+    if not op.half:
+        for x in inputs:
+            t = <TensorBase?>x
+            if t.dtype.itemsize == 2 and t.dtype.is_floating_point:
+                raise NotImplementedError(
+                    f"{op.name}: {t.dtype} tensors are not updated in place yet; keep parameters and optimizer "
+                    f"state float32 (plast.autocast computes in {t.dtype} and keeps them float32)"
+                )
     if flag(_AG, "grad_enabled"):
         for i in mutated:
             if (<TensorBase?>inputs[i]).requires_grad:

@@ -29,6 +29,8 @@ def bind(ops):
 
 
 cdef inline object _promote(object a, object b):
+    if a._rank == b._rank and a is not b:  # bfloat16 with float16 (dtypes.promote)
+        return _dtypes.float32
     return a if a._rank >= b._rank else b
 
 

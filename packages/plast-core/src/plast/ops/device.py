@@ -9,6 +9,7 @@ A transfer always computes its input first and its own output at once, so no unr
 devices: the scheduler, the memory planner and fusion only ever see graphs of one device.
 """
 
+from .._core import dtypes as _dtypes
 from .._core import grad_mode as autograd_state
 from .._core._structs import TensorBase
 from .._core.devices import as_device
@@ -62,6 +63,7 @@ def to_device(x, device):
         return x
     dev = _check_device(dev)
     _check_device(x.device)
+    _dtypes.check_16bit_device(x.dtype, dev, "to_device")
     x._realized()
     if (x.requires_grad and autograd_state.grad_enabled) or tracing():
         # an op: autograd sends the gradient back, and a jit plan replays the copy

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from .._core import dtypes as _dtypes
 from .._core.devices import as_device
 from .._core.shapes import numel
 from ..graph._graph import tensor_class
@@ -27,6 +28,7 @@ def device_for(device):
 def new_leaf(shape, dtype, device, requires_grad=False, zero=False):
     """A fresh leaf of `shape` in the persistent arena of `device`: zero-filled when `zero`, else uninitialized."""
     dev = device_for(device)
+    _dtypes.check_16bit_device(dtype, dev, "new tensor")
     st = _arenas.persistent(dev.type).new(numel(shape) * dtype.itemsize, zero)
     t = tensor_class()._from_storage(st, shape, dtype, dev)
     if requires_grad:

@@ -2,20 +2,17 @@
 
 from .._core import grad_mode as autograd_state
 from .._core.errors import ShapeError
+from ..graph import _graph
 from ..graph._graph import record
 from ..kernels.cpu import kernels as cpu
 from . import _movement
 from ._reduce import sum_to_shape  # the compiled reduce half: reduce.py imports this module
-from .registry import register
+from .registry import adopt, register
 
-
-def _cast_bw(node, g):
-    x = node.inputs[0]
-    return (cast(g, x.dtype),)
-
-
-CAST = register("cast", cpu=cpu.copy, backward=_cast_bw, saves_inputs=False)
-COPY = register("copy", cpu=cpu.copy, backward=lambda node, g: (g,), saves_inputs=False)
+# cast: built by the recorder, which inserts it around rows that compute 16-bit tensors in float32
+# (graph/_graph.pyx: its kernel, the copy below, and its backward, the cast back)
+CAST = adopt(_graph.CAST)
+COPY = register("copy", cpu=cpu.copy, backward=lambda node, g: (g,), saves_inputs=False, half=True)
 
 
 def clone(x):

@@ -25,7 +25,9 @@ OPS = {}
 # saves_inputs (False when backward never reads the inputs' values: in-place writes to such inputs after the op
 # was recorded are then harmless, and autograd does not flag them); window_kernels {device type: kernel} for ops
 # whose result is input 0 with a window rewritten (index_put): an in-place op outside any graph (``x[i] = v``,
-# a K/V cache row) then costs the window, not a copy of the whole tensor (graph/inplace.py).
+# a K/V cache row) then costs the window, not a copy of the whole tensor (graph/inplace.py); half (its kernels
+# take bfloat16 and float16 tensors: views always do; a row without it computes in float32, the recorder
+# widening its 16-bit inputs and rounding its 16-bit outputs once, graph/_graph.pyx).
 
 
 def register(
@@ -38,15 +40,24 @@ def register(
     n_outputs=1,
     saves_inputs=True,
     reads_output=False,
+    half=False,
 ):
     if name in OPS:
         raise ValueError(f"op {name!r} is registered twice")
     if chain is not None and chain not in CHAIN_BINARY and chain not in CHAIN_UNARY:
         raise ValueError(f"op {name!r}: {chain!r} is no opcode of the elementwise-chain bytecode")
     op = OpDef(
-        name, {"cpu": cpu} if cpu else {}, backward, chain, view, n_outputs, saves_inputs, reads_output
+        name, {"cpu": cpu} if cpu else {}, backward, chain, view, n_outputs, saves_inputs, reads_output, half
     )
     OPS[name] = op
+    return op
+
+
+def adopt(op):
+    """Enter a row built below the op layer (the recorder's ``cast``, graph/_graph.pyx) into the table."""
+    if op.name in OPS:
+        raise ValueError(f"op {op.name!r} is registered twice")
+    OPS[op.name] = op
     return op
 
 
@@ -59,6 +70,7 @@ def table():
             "backward": op.backward is not None,
             "fusible": op.fusible,
             "view": op.view,
+            "half": op.half,
         }
         for op in OPS.values()
     ]

@@ -2,7 +2,8 @@
 
 import math
 
-from ..graph._graph import record
+from .._core import dtypes
+from ..graph._graph import convert, record
 from ..kernels.cpu import kernels as cpu
 from . import elementwise
 from .elementwise import add, div, mul, sub
@@ -130,11 +131,15 @@ def erf(x):
 
 
 def silu(x):
+    if dtypes.is_16bit(x.dtype):  # a composite: in float32, rounded once (as torch), not after each row
+        return convert(silu(convert(x, dtypes.float32)), x.dtype)
     return mul(x, sigmoid(x))
 
 
 def gelu(x, approximate="none"):
     """GELU with the exact erf form (default) or torch's tanh approximation (approximate="tanh")."""
+    if dtypes.is_16bit(x.dtype):  # a composite: in float32, rounded once (as torch), not after each row
+        return convert(gelu(convert(x, dtypes.float32), approximate), x.dtype)
     if approximate == "tanh":
         inner = mul(add(x, mul(mul(mul(x, x), x), 0.044715)), math.sqrt(2.0 / math.pi))
         return mul(mul(x, 0.5), add(tanh(inner), 1.0))
