@@ -213,7 +213,8 @@ def test_matmul_and_linear(dtype):
     (yt.relu() @ tw).sum().backward()
     for g, tg in ((a.grad, ta.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
         assert g.dtype is PLAST[dtype]
-        close(g, tg, dtype, 4, atol=4 * ULP[dtype])
+        # w's gradient adds two rounded products whose terms cancel: a unit at the terms' scale
+        close(g, tg, dtype, 4, atol=2 * ULP[dtype] * float(tg.abs().max()))
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -11,8 +11,9 @@ import pkgutil
 import plast
 import plast.ops
 
-# op-layer modules that are no op family: the table, the shared factories, the generator, fusion's rules
-NOT_FAMILIES = {"registry", "factory", "creation", "random", "fusion_rules"}
+# op-layer modules that are no op family: the table, the shared factories, the generator, fusion's rules,
+# autocast's lists
+NOT_FAMILIES = {"registry", "factory", "creation", "random", "fusion_rules", "autocast"}
 
 
 def _families():

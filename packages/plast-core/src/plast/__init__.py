@@ -18,7 +18,7 @@ from . import _siblings
 
 _siblings.install()
 
-from . import autograd, compiler, cuda, errors, linalg
+from . import amp, autograd, compiler, cuda, errors, linalg
 from ._config import show_config
 from ._core._structs import Size
 from ._core.devices import Device, device
@@ -36,6 +36,7 @@ from ._core.errors import (
 )
 from ._jit.trace import jit
 from ._tensor import Tensor
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .autograd.api import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .graph.realize import realize as _realize
 from .kernels.cpu._runtime import get_num_threads, set_num_threads

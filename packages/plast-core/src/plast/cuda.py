@@ -9,7 +9,9 @@ where no GPU is usable those raise ``CudaUnavailableError`` with unavailable_rea
 True
 """
 
+from . import amp as _amp
 from ._core import cuda_driver as _backend
+from ._core import dtypes as _dtypes
 from ._core.cuda_driver import CudaUnavailableError
 
 
@@ -35,4 +37,14 @@ def synchronize():
     loader.driver().Context.synchronize()
 
 
-__all__ = ["CudaUnavailableError", "is_available", "unavailable_reason", "device_count", "synchronize"]
+class _Amp:
+    """``plast.cuda.amp``: torch.cuda.amp's autocast (``plast.autocast("cuda", ...)``)."""
+
+    @staticmethod
+    def autocast(enabled=True, dtype=_dtypes.float16, cache_enabled=True):
+        return _amp.autocast("cuda", dtype, enabled, cache_enabled)
+
+
+amp = _Amp()
+
+__all__ = ["CudaUnavailableError", "amp", "is_available", "unavailable_reason", "device_count", "synchronize"]

@@ -6,9 +6,12 @@ backward, each step. Their checks, promotion and shape rules read the tensors' C
 """
 
 from plast._core._structs cimport TensorBase
+from plast._core._state cimport flag
 from plast.graph._graph cimport record
 
+from .._core import autocast_state as _autocast_state
 from .._core import dtypes as _dtypes
+from . import autocast as _autocast
 from .._core.errors import DeviceMismatchError, ShapeError
 from .elementwise import add as _add
 from ._movement import cast as _cast
@@ -17,6 +20,7 @@ from ._movement import transpose as _transpose
 from .._core._shapes import broadcast_shapes
 
 cdef object MATMUL = None, ADDMM = None
+cdef dict _AC = _autocast_state.__dict__  # autocast: matmul, addmm and linear are on its LOWER list
 
 
 def bind(ops):
@@ -95,6 +99,10 @@ def matmul(a, b):
     >>> plast.matmul(plast.ones(2, 3), plast.ones(3)).tolist()
     [3.0, 3.0]
     """
+    if flag(_AC, "active") and isinstance(a, TensorBase):
+        low = _autocast.lower_args((a, b), (<TensorBase>a).device.type)
+        if low is not None:
+            a, b = low
     cdef TensorBase ta = <TensorBase?>a, tb = <TensorBase?>b
     if ta.device is not tb.device and ta.device != tb.device:
         raise DeviceMismatchError(f"matmul: inputs are on {ta.device} and {tb.device}")
@@ -136,6 +144,10 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     >>> plast.addmm(plast.ones(2), plast.ones(1, 3), plast.ones(3, 2)).tolist()
     [[4.0, 4.0]]
     """
+    if flag(_AC, "active") and isinstance(mat1, TensorBase):
+        low = _autocast.lower_args((input, mat1, mat2), (<TensorBase>mat1).device.type)
+        if low is not None:
+            input, mat1, mat2 = low
     cdef TensorBase ti = _tensor(input, "addmm", "input")
     cdef TensorBase t1 = _tensor(mat1, "addmm", "mat1")
     cdef TensorBase t2 = _tensor(mat2, "addmm", "mat2")
@@ -172,6 +184,10 @@ def linear(input, weight, bias=None):
     >>> plast.linear(plast.ones(4, 3), plast.ones(2, 3), plast.zeros(2)).shape
     plast.Size([4, 2])
     """
+    if flag(_AC, "active") and isinstance(input, TensorBase):
+        low = _autocast.lower_args((input, weight, bias), (<TensorBase>input).device.type)
+        if low is not None:
+            input, weight, bias = low
     cdef TensorBase x = _tensor(input, "linear", "input")
     cdef TensorBase w = _tensor(weight, "linear", "weight")
     _same_device("linear", (x, w, bias))

@@ -17,6 +17,7 @@ from .._core.shapes import broadcast_shapes
 from ..graph._graph import record
 from ..kernels.cpu import kernels_attention as K
 from ..kernels.cpu import kernels_nn as KN
+from . import autocast as _autocast
 from . import movement
 from .creation import tensor
 from .elementwise import add, mul
@@ -114,6 +115,7 @@ def _causal_mask(L, S, dt, device):
     return _additive_mask(tensor(np.tril(np.ones((L, S), dtype=bool)), device=device), dt)
 
 
+@_autocast.lowers
 def scaled_dot_product_attention(
     query,
     key,

@@ -15,7 +15,7 @@ def _matmul_bw(node, g):
     return ga, matmul(movement.transpose(a, -1, -2), g)
 
 
-MATMUL = register("matmul", cpu=cpu.matmul_nd, backward=_matmul_bw)
+MATMUL = register("matmul", cpu=cpu.matmul_nd, backward=_matmul_bw, half=True)  # 16-bit: csrc/gemm16.c
 
 
 _linalg.bind({"matmul": MATMUL})

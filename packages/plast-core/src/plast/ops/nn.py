@@ -17,6 +17,7 @@ from ..graph.tape import tracing
 from ..kernels.cpu import kernels_nn as K
 from ..kernels.cpu.kernels import np_view
 from . import _linalg, movement
+from . import autocast as _autocast
 from . import reduce as R
 from .creation import rand, tensor
 from .elementwise import add, div, mul, neg, sub
@@ -334,6 +335,7 @@ def _prep_class_loss(input, target, weight, op, allow_prob):
     return x, target, weight, kind, unbatched, k
 
 
+@_autocast.fp32
 def cross_entropy(
     input,
     target,
@@ -373,6 +375,7 @@ def cross_entropy(
     return out
 
 
+@_autocast.fp32
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of log-probabilities `input` (N, C, d1, ...) at class indices (N, d1, ...).
 
@@ -409,6 +412,7 @@ def _weighted(loss, weight, reduction, op):
     return _reduce(loss, reduction)
 
 
+@_autocast.fp32
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error (targets broadcast as in torch).
 
@@ -424,6 +428,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return _weighted(mul(d, d), weight, reduction, "mse_loss")
 
 
+@_autocast.fp32
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error.
 
@@ -435,6 +440,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return _weighted(abs(sub(x, t)), weight, reduction, "l1_loss")
 
 
+@_autocast.fp32
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target).
 
@@ -526,6 +532,7 @@ def _bce_weight(w, x, op, name="weight"):
     return movement.cast(w, x.dtype)
 
 
+@_autocast.fp32
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-w (t log x + (1 - t) log(1 - x)) for probabilities x (logs clamped at -100, as in torch).
 
@@ -544,6 +551,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return record(BCE, inputs, (reduction,), [(shape, x.dtype)], x.device)[0]
 
 
+@_autocast.fp32
 def binary_cross_entropy_with_logits(
     input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None
 ):
@@ -581,7 +589,7 @@ def _addmm_bw(node, g):
     return gbias, ga, gb
 
 
-ADDMM = register("addmm", cpu=K.addmm, backward=_addmm_bw)
+ADDMM = register("addmm", cpu=K.addmm, backward=_addmm_bw, half=True)  # 16-bit: csrc/gemm16.c
 
 
 _linalg.bind({"addmm": ADDMM})

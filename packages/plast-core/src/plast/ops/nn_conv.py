@@ -9,6 +9,7 @@ from .._core import dtypes
 from .._core.errors import DTypeError, ShapeError
 from ..graph._graph import record
 from ..kernels.cpu import kernels_nn as K
+from . import autocast as _autocast
 from . import movement
 from . import reduce as R
 from .nn import _same_device, _tensor_check
@@ -103,6 +104,7 @@ def _conv_padding(padding, k, dil, stride, op):
     return (ph, ph, pw, pw)
 
 
+@_autocast.lowers
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation over NCHW input with a weight of shape (out_channels, in_channels/groups, kH, kW),
     as torch.nn.functional.conv2d (stride, padding incl. 'same'/'valid', dilation, groups).

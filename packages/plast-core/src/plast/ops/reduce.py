@@ -20,6 +20,7 @@ from ..graph.tape import tracing
 from ..kernels.cpu import kernels as cpu
 from ..kernels.cpu import kernels_reduce as rk
 from . import _reduce, movement, unary
+from . import autocast as _autocast
 from .creation import eye, rand
 from .elementwise import add, div, mul, sub
 from .linalg import matmul
@@ -531,6 +532,7 @@ def _prod_bw(node, g):
 PROD = register("prod", cpu=rk.prod, backward=_prod_bw)
 
 
+@_autocast.fp32
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     """Product of all elements, or along one `dim`. Integer and bool inputs multiply in int64, like torch.
     The gradient is exact when inputs hold zeros (products of the other elements, no division).

@@ -17,6 +17,7 @@ from .._core.shapes import contiguous_strides, norm_dim, numel
 from ..graph._graph import record
 from ..kernels.cpu import kernels as cpu
 from ..kernels.cpu import kernels_indexing as kix
+from . import autocast as _autocast
 from . import movement
 from .registry import register
 
@@ -297,6 +298,7 @@ def _tensor_list(tensors, op):
     return tensors
 
 
+@_autocast.promotes
 def cat(tensors, dim=0):
     """Concatenate tensors along an existing dim (dtypes promote as in torch).
 
@@ -331,6 +333,7 @@ concat = cat
 concatenate = cat
 
 
+@_autocast.promotes
 def stack(tensors, dim=0):
     """Join equally shaped tensors along a new dim.
 

@@ -57,3 +57,8 @@ cdef int gemm_batched_f64(bint trans_a, bint trans_b, Py_ssize_t batch, Py_ssize
                           double alpha, const double *A, Py_ssize_t lda, Py_ssize_t stride_a, const double *B,
                           Py_ssize_t ldb, Py_ssize_t stride_b, double beta, double *C, Py_ssize_t ldc,
                           Py_ssize_t stride_c, const plast_gemm_epilogue *ep) noexcept nogil
+# 16-bit operands (bfloat16 when bf16, else float16) and a 16-bit C, float32 accumulation (csrc/gemm16.h): the
+# path (AMX, AVX512-BF16, widening) follows the run-time SIMD level.
+cdef int gemm16_out16(bint bf16, bint trans_a, bint trans_b, Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, float alpha,
+                      const unsigned short *A, Py_ssize_t lda, const unsigned short *B, Py_ssize_t ldb, float beta,
+                      unsigned short *C, Py_ssize_t ldc, const plast_gemm_epilogue *ep) noexcept nogil

@@ -76,6 +76,16 @@ cdef int gemm_batched_f64(bint trans_a, bint trans_b, Py_ssize_t batch, Py_ssize
                                   stride_a, B, ldb, stride_b, beta, C, ldc, stride_c, ep)
 
 
+cdef int gemm16_out16(bint bf16, bint trans_a, bint trans_b, Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, float alpha,
+                      const unsigned short *A, Py_ssize_t lda, const unsigned short *B, Py_ssize_t ldb, float beta,
+                      unsigned short *C, Py_ssize_t ldc, const plast_gemm_epilogue *ep) noexcept nogil:
+    if bf16:
+        return plast_gemm_bf16(simd_level(), num_threads(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
+                               C, ldc, 1, ep)
+    return plast_gemm_f16(simd_level(), num_threads(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                          ldc, 1, ep)
+
+
 # ---- argument checking -------------------------------------------------------------------------------------
 # Typed numpy C-API access throughout: this runs on every call, and numpy's own matmul costs about 1 us.
 

@@ -107,6 +107,14 @@ def gemm_into(out, a, b, *, bias=None, act="none", alpha=1.0):
     dims (leading dims broadcast); numpy's matmul otherwise. Arrays are numpy views of arena memory."""
     if out.size == 0:
         return
+    if (
+        out.dtype.itemsize == 2
+    ):  # bfloat16 or float16 (plast has no 16-bit integers): in float32, rounded once
+        f32 = np.empty(out.shape, np.float32)
+        wide = None if bias is None else np.asarray(bias, np.float32)
+        gemm_into(f32, a.astype(np.float32), b.astype(np.float32), bias=wide, act=act, alpha=alpha)
+        out[...] = f32
+        return
     if out.dtype.kind == "f" and a.dtype == b.dtype == out.dtype and a.shape[-1]:
         if a.ndim == 2 and b.ndim == 2:
             _gemm.gemm(a, b, out, alpha=alpha, bias=bias, act=act)
