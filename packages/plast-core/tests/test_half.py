@@ -297,3 +297,23 @@ def test_save_and_load_both_ways_with_torch(tmp_path, dtype):
     got = plast.load(tpath)["w"]
     assert got.dtype is PLAST[dtype]
     assert got.tolist() == torch.tensor([0.1, 7.0], dtype=TORCH[dtype]).tolist()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_the_cast_kernel_on_every_simd_path(simd_paths, dtype):
+    """csrc/convert16.c: the AVX-512 and scalar conversions, a vector tail, and the threaded split (2^18+)."""
+    from plast.kernels.cpu import _runtime
+
+    gen = np.random.default_rng(7)
+    for simd in simd_paths:
+        _runtime.set_simd(simd)
+        for n in (37, 300_001):
+            x = (gen.standard_normal(n) * np.exp2(gen.integers(-20, 20, n))).astype(np.float32)
+            x[:5] = [np.inf, -np.inf, 1e-40, 70000.0, -0.0]
+            want = torch.from_numpy(x).to(TORCH[dtype])
+            got = plast.tensor(x).to(PLAST[dtype])
+            assert np.array_equal(
+                got.numpy().view(np.uint16), want.view(torch.int16).numpy().view(np.uint16)
+            ), simd
+            back = got.float().numpy()
+            assert np.array_equal(back.view(np.uint32), want.float().numpy().view(np.uint32)), simd

@@ -1,8 +1,9 @@
 """A GPT trained under plast.autocast (bfloat16) ends where float32 training ends (issue 19's criterion: 300 steps,
 within 2% of the float32 loss), under @plast.jit as the main job trains."""
 
-import numpy as np
 from pydoc_data.topics import topics
+
+import numpy as np
 
 import plast
 from plast import nn

@@ -1,5 +1,5 @@
 # distutils: sources = src/plast/kernels/cpu/csrc/gemm.c src/plast/kernels/cpu/csrc/gemm16.c src/plast/kernels/cpu/csrc/gemm_scalar.c src/plast/kernels/cpu/csrc/gemm_avx2.c src/plast/kernels/cpu/csrc/gemm_avx512.c
-# distutils: depends = src/plast/kernels/cpu/csrc/gemm.h src/plast/kernels/cpu/csrc/gemm16.h src/plast/kernels/cpu/csrc/gemm_internal.h src/plast/kernels/cpu/csrc/gemm_kernels.h src/plast/kernels/cpu/csrc/gemm_act.h src/plast/kernels/cpu/csrc/gemm_avx512_f32.h src/plast/kernels/cpu/csrc/gemm_driver.h src/plast/kernels/cpu/csrc/plast_simd.h
+# distutils: depends = src/plast/kernels/cpu/csrc/gemm.h src/plast/kernels/cpu/csrc/gemm16.h src/plast/kernels/cpu/csrc/half.h src/plast/kernels/cpu/csrc/gemm_internal.h src/plast/kernels/cpu/csrc/gemm_kernels.h src/plast/kernels/cpu/csrc/gemm_act.h src/plast/kernels/cpu/csrc/gemm_avx512_f32.h src/plast/kernels/cpu/csrc/gemm_driver.h src/plast/kernels/cpu/csrc/plast_simd.h
 # distutils: libraries = m
 """Matrix products on the CPU: checked numpy front ends over csrc/gemm.c, which run without the GIL.
 

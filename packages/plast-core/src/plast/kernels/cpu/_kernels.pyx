@@ -1,5 +1,6 @@
 # cython: language_level=3
-# distutils: sources = src/plast/kernels/cpu/csrc/elementwise.c src/plast/kernels/cpu/csrc/philox.c
+# distutils: sources = src/plast/kernels/cpu/csrc/elementwise.c src/plast/kernels/cpu/csrc/philox.c src/plast/kernels/cpu/csrc/convert16.c
+# distutils: depends = src/plast/kernels/cpu/csrc/convert16.h src/plast/kernels/cpu/csrc/half.h
 """Thin wrappers over the C kernels in csrc/: they check nothing the op layer has already checked, take raw
 addresses (arena memory), release the GIL, and pass the SIMD level and thread count from _runtime."""
 
@@ -18,6 +19,10 @@ cdef extern from "elementwise.h" nogil:
     int plast_binary_nd(int simd, int nthreads, int op, int dtype, int ndim, const Py_ssize_t *shape,
                         const char *a, const Py_ssize_t *a_strides, const char *b, const Py_ssize_t *b_strides,
                         char *out, const Py_ssize_t *out_strides)
+
+cdef extern from "convert16.h" nogil:
+    int plast_convert16(int simd, int nthreads, int src_code, const void *src, int dst_code, void *dst,
+                        Py_ssize_t n)
 
 cdef extern from "philox.h" nogil:
     void plast_philox_block(uint64_t seed, uint64_t block, uint32_t out[4])
@@ -95,10 +100,24 @@ cdef void _copy_nd(int nd, const Py_ssize_t *sh, const char *src, const Py_ssize
 
 
 cdef int copy_run(TensorBase x, TensorBase out) except -1:
-    """out[...] = x for one dtype, any strides (x broadcast to out's shape): 1, or 0 when the dtypes differ (a
-    cast: the caller uses numpy)."""
+    """out[...] = x for one dtype, any strides (x broadcast to out's shape), and the casts between float32 and
+    bfloat16/float16 of contiguous tensors (csrc/convert16.c): 1, or 0 for other casts (the caller uses numpy)."""
+    cdef Py_ssize_t n16
+    cdef int cx, co, rc
+    cdef const char *p16
+    cdef char *q16
     if x.dtype is not out.dtype:
-        return 0
+        if x.dtype.itemsize + out.dtype.itemsize != 6 or x._shape != out._shape:  # one 4-byte, one 2-byte type
+            return 0
+        if not x.is_contiguous() or not out.is_contiguous():
+            return 0
+        n16, cx, co, p16, q16 = out.numel(), x.dtype.code, out.dtype.code, tensor_ptr(x), tensor_ptr(out)
+        if n16 >= NOGIL_MIN_WORK:
+            with nogil:
+                rc = plast_convert16(simd_level(), num_threads(), cx, p16, co, q16, n16)
+        else:
+            rc = plast_convert16(simd_level(), 1, cx, p16, co, q16, n16)
+        return 1 if rc == 0 else 0
     cdef Py_ssize_t sh[MAXD]
     cdef Py_ssize_t sx[MAXD]
     cdef Py_ssize_t so[MAXD]

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "gemm_internal.h"
+#include "half.h"
 
 #if PLAST_HAVE_OPENMP
 #include <omp.h>
@@ -38,52 +39,7 @@ static inline ptrdiff_t g16_round_up(ptrdiff_t a, ptrdiff_t b) { return g16_cdiv
 static inline ptrdiff_t g16_min(ptrdiff_t a, ptrdiff_t b) { return a < b ? a : b; }
 
 /* ---------------------------------------------------------------------------------------------------------- */
-/* Scalar conversions, bit-exact with torch (c10::BFloat16 and c10::Half): round to nearest even. */
-
-static inline float g16_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint16_t g16_f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static inline float g16_f16_to_f32(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    uint32_t u;
-    if (exp == 0x1fu) u = sign | 0x7f800000u | (man << 13);      /* inf, nan (payload kept) */
-    else if (exp) u = sign | ((exp + 112u) << 23) | (man << 13); /* normal: bias 15 -> 127 */
-    else {
-        float f = (float)man * 0x1p-24f; /* zero or subnormal: man * 2^-24, exact */
-        memcpy(&u, &f, sizeof u);
-        u |= sign;
-    }
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint16_t g16_f32_to_f16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    const uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* nan: the quiet nan, sign kept (as c10::Half) */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* 65520 and above round to inf */
-    if (a >= 0x38800000u) {                                  /* normal half (2^-14 and above) */
-        const uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
-        return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-    }
-    /* subnormal half: round(|f| * 2^24) under the default (nearest even) mode; 1024 is the smallest normal */
-    return (uint16_t)(sign | (uint16_t)lrintf(fabsf(f) * 0x1p24f));
-}
+/* Scalar conversions: half.h. */
 
 /* dst (dense rows x cols float32) = src (rows x cols, row stride lds) widened. */
 static void g16_widen(int is_bf16, const uint16_t *src, ptrdiff_t lds, ptrdiff_t rows, ptrdiff_t cols, float *dst,
@@ -92,9 +48,9 @@ static void g16_widen(int is_bf16, const uint16_t *src, ptrdiff_t lds, ptrdiff_t
         const uint16_t *s = src + r * lds;
         float *d = dst + r * ldd;
         if (is_bf16)
-            for (ptrdiff_t c = 0; c < cols; c++) d[c] = g16_bf16_to_f32(s[c]);
+            for (ptrdiff_t c = 0; c < cols; c++) d[c] = plast_bf16_to_f32(s[c]);
         else
-            for (ptrdiff_t c = 0; c < cols; c++) d[c] = g16_f16_to_f32(s[c]);
+            for (ptrdiff_t c = 0; c < cols; c++) d[c] = plast_f16_to_f32(s[c]);
     }
 }
 
@@ -104,9 +60,9 @@ static void g16_narrow(int is_bf16, const float *src, ptrdiff_t lds, ptrdiff_t r
         const float *s = src + r * lds;
         uint16_t *d = dst + r * ldd;
         if (is_bf16)
-            for (ptrdiff_t c = 0; c < cols; c++) d[c] = g16_f32_to_bf16(s[c]);
+            for (ptrdiff_t c = 0; c < cols; c++) d[c] = plast_f32_to_bf16(s[c]);
         else
-            for (ptrdiff_t c = 0; c < cols; c++) d[c] = g16_f32_to_f16(s[c]);
+            for (ptrdiff_t c = 0; c < cols; c++) d[c] = plast_f32_to_f16(s[c]);
     }
 }
 
@@ -406,7 +362,7 @@ PLAST_TARGET_AVX512 static inline __m512 g16_load(const void *p, ptrdiff_t off, 
     return _mm512_maskz_loadu_ps(m, (const float *)p + off);
 }
 
-/* Round to nearest even with torch's NaN (0x7fc0), 16 lanes: the integer form of g16_f32_to_bf16. */
+/* Round to nearest even with torch's NaN (0x7fc0), 16 lanes: the integer form of plast_f32_to_bf16. */
 PLAST_TARGET_AVX512 static inline __m256i g16_round_bf16(__m512 x) {
     const __m512i u = _mm512_castps_si512(x);
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
@@ -438,7 +394,7 @@ PLAST_TARGET_AVX512 static void g16_store(const g16_args *g, const float *tmp, p
         const ptrdiff_t row = i + r;
         __m512 vbr = _mm512_setzero_ps();
         if (brow)
-            vbr = _mm512_set1_ps(c16 ? g16_bf16_to_f32(((const uint16_t *)brow)[row]) : ((const float *)brow)[row]);
+            vbr = _mm512_set1_ps(c16 ? plast_bf16_to_f32(((const uint16_t *)brow)[row]) : ((const float *)brow)[row]);
         for (int h = 0; h < halves; h++) {
             const ptrdiff_t off = row * ldc + j + 16 * h;
             __m512 x = _mm512_loadu_ps(tmp + r * 32 + 16 * h);
