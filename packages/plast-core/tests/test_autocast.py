@@ -211,3 +211,79 @@ def test_training_under_autocast_ends_near_float32():
     f32, bf16 = train(False), train(True)
     assert f32 < 0.05
     assert abs(bf16 - f32) <= 0.05 * f32, (f32, bf16)
+
+
+class _SGD:
+    """The least an optimizer is to GradScaler: param_groups and step()."""
+
+    def __init__(self, params, lr):
+        self.param_groups = [{"params": list(params), "lr": lr}]
+        self.steps = 0
+
+    def step(self):
+        self.steps += 1
+        with plast.no_grad():
+            for p in self.param_groups[0]["params"]:
+                p -= self.param_groups[0]["lr"] * p.grad
+
+
+def test_grad_scaler_skips_inf_steps_and_follows_torchs_scale_sequence():
+    """float16 autocast with a GradScaler (growth every 3 clean steps), infs injected into a gradient at steps 2,
+    3 and 7: the scales, the skipped steps and the final weights are torch's."""
+    a = [arr(8, 4), arr(8), arr(1, 8)]
+    x, y = arr(16, 4), arr(16, 1)
+    pp = [plast.tensor(v, requires_grad=True) for v in a]
+    tp = [torch.tensor(v, requires_grad=True) for v in a]
+    popt, topt = _SGD(pp, 0.05), torch.optim.SGD(tp, lr=0.05)
+    ps = plast.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=3)
+    ts = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=3)
+    scales = []
+    for step in range(10):
+        for params, opt, scaler, lib, ac in (
+            (pp, popt, ps, plast, plast.autocast("cpu", dtype=plast.float16)),
+            (tp, topt, ts, torch, torch.autocast("cpu", dtype=torch.float16)),
+        ):
+            for p in params:
+                p.grad = None
+            with ac:
+                h = lib.relu(lib.nn.functional.linear(lib.tensor(x), params[0], params[1]))
+                loss = lib.nn.functional.mse_loss(lib.nn.functional.linear(h, params[2]), lib.tensor(y))
+            scaler.scale(loss).backward()
+            if step in (2, 3, 7):
+                with lib.no_grad():
+                    params[1].grad[3] = float("inf") if step != 3 else float("nan")
+            scaler.step(opt)
+            scaler.update()
+        scales.append((ps.get_scale(), ts.get_scale()))
+    assert [s for s, _ in scales] == [t for _, t in scales], scales
+    assert popt.steps == 7  # three skipped
+    for p, t in zip(pp, tp):
+        np.testing.assert_allclose(p.detach().numpy(), t.detach().numpy(), rtol=1e-2, atol=1e-3)
+    assert ps.state_dict() == {k: (v.item() if hasattr(v, "item") else v) for k, v in ts.state_dict().items()}
+
+
+def test_grad_scaler_unscale_clip_state_and_errors():
+    p = plast.tensor([1.0, 2.0], requires_grad=True)
+    opt = _SGD([p], 0.1)
+    s = plast.amp.GradScaler(init_scale=8.0)
+    s.scale((p * p).sum()).backward()
+    assert p.grad.tolist() == [16.0, 32.0]
+    s.unscale_(opt)
+    assert p.grad.tolist() == [2.0, 4.0]  # unscaled before clipping, as torch
+    with pytest.raises(RuntimeError, match="already been called"):
+        s.unscale_(opt)
+    s.step(opt)
+    s.update()
+    assert p.tolist() == pytest.approx([0.8, 1.6])
+    state = s.state_dict()
+    t = plast.amp.GradScaler()
+    t.load_state_dict(state)
+    assert t.state_dict() == state and t.get_scale() == 8.0
+    with pytest.raises(KeyError, match="missing"):
+        t.load_state_dict({"scale": 2.0})
+    off = plast.amp.GradScaler(enabled=False)
+    loss = (p * 3).sum()
+    assert off.scale(loss) is loss and off.state_dict() == {} and off.get_scale() == 1.0
+    assert plast.cuda.amp.GradScaler is plast.amp.GradScaler
+    with pytest.raises(ValueError, match="growth_factor"):
+        plast.amp.GradScaler(growth_factor=0.5)

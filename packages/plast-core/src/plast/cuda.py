@@ -44,6 +44,8 @@ class _Amp:
     def autocast(enabled=True, dtype=_dtypes.float16, cache_enabled=True):
         return _amp.autocast("cuda", dtype, enabled, cache_enabled)
 
+    GradScaler = _amp.GradScaler
+
 
 amp = _Amp()
 
