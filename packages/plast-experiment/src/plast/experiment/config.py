@@ -95,6 +95,9 @@ class TrainConfig:
     seed: int = 1337
     num_threads: int | None = None
     jit: bool = True
+    # fp32; bf16 (plast.autocast: products in bfloat16, parameters float32); fp16 (autocast in float16 with a
+    # GradScaler, which needs train.jit=false for now)
+    precision: str = "fp32"
     sample_tokens: int = 200
     sample_prompt: str = "The "
     sample_temperature: float = 0.8
@@ -290,6 +293,14 @@ def _check(cfg: Config) -> None:
     at_least("train", "early_stopping_min_delta", 0)
     need(0 <= t.seed < 2**63 - 1, f"train.seed must be in [0, 2**63 - 1), got {t.seed}")
     need(t.num_threads is None or t.num_threads >= 1, f"train.num_threads must be >= 1, got {t.num_threads}")
+    need(
+        t.precision in ("fp32", "bf16", "fp16"),
+        f"train.precision must be fp32, bf16 or fp16, got {t.precision!r}",
+    )
+    need(
+        t.precision != "fp16" or not t.jit,
+        "train.precision=fp16 needs train.jit=false: GradScaler's skipped steps are not yet part of a jitted step",
+    )
     at_least("train", "sample_tokens", 0)
     finite("train", "sample_temperature")
     need(t.sample_temperature > 0, f"train.sample_temperature must be > 0, got {t.sample_temperature}")

@@ -329,6 +329,8 @@ class Trainer:
         self.vocab_size = self.data.tokenizer.vocab_size
         self.model = build_model(cfg.model, self.vocab_size)
         self.optimizer = _make_optimizer(self.model, cfg.optim)
+        # loss scaling for fp16 only; disabled, it passes losses and steps through
+        self.scaler = plast.amp.GradScaler("cpu", enabled=cfg.train.precision == "fp16")
         self.scheduler = plast.optim.lr_scheduler.LambdaLR(
             self.optimizer, WarmupCosine(cfg.optim.warmup_steps, t.max_steps, cfg.optim.min_lr / cfg.optim.lr)
         )
@@ -377,20 +379,30 @@ class Trainer:
         from plast.nn.utils import clip_grad_norm_
 
         params = [p for p in model.parameters() if p.requires_grad]
+        precision = cfg.train.precision
+        low = {"bf16": plast.bfloat16, "fp16": plast.float16}.get(precision)
+        scaler = self.scaler
+
+        def region():
+            return plast.autocast("cpu", dtype=low or plast.bfloat16, enabled=low is not None)
 
         def train_step(x, y):
             opt.zero_grad(set_to_none=True)
             total = None
             for i in range(accum):
-                _, loss = model(x[i * bsz : (i + 1) * bsz], y[i * bsz : (i + 1) * bsz])
-                (loss / accum).backward()
+                with region():
+                    _, loss = model(x[i * bsz : (i + 1) * bsz], y[i * bsz : (i + 1) * bsz])
+                scaler.scale(loss / accum).backward()
                 total = loss.detach() if total is None else total + loss.detach()
+            scaler.unscale_(opt)  # clip the true gradients
             norm = clip_grad_norm_(params, clip) if clip > 0 else None
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
             return total / accum, norm
 
         def eval_step(x, y):
-            _, loss = model(x, y)
+            with region():
+                _, loss = model(x, y)
             return loss
 
         if cfg.train.jit:
@@ -402,6 +414,7 @@ class Trainer:
         return {
             "optimizer": self.optimizer.state_dict(),
             "scheduler": _to_builtin(self.scheduler.state_dict()),
+            "scaler": _to_builtin(self.scaler.state_dict()),
             "rng": {"global": plast.get_rng_state(), "data": self.data_gen.get_state()},
             "loader": _to_builtin(self.loader.state_dict()),
             "trainer": {
@@ -421,6 +434,8 @@ class Trainer:
             if isinstance(group.get("betas"), list):
                 group["betas"] = tuple(group["betas"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler.is_enabled() and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         plast.set_rng_state(state["rng"]["global"])
         self.data_gen.set_state(state["rng"]["data"])
         self.loader.load_state_dict(state["loader"])
