@@ -317,3 +317,25 @@ def test_the_cast_kernel_on_every_simd_path(simd_paths, dtype):
             ), simd
             back = got.float().numpy()
             assert np.array_equal(back.view(np.uint32), want.float().numpy().view(np.uint32)), simd
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_random_draws_in_16bit_are_float32_draws_rounded(dtype):
+    plast.manual_seed(3)
+    want = plast.rand(1000).to(PLAST[dtype]).float().numpy()
+    plast.manual_seed(3)
+    got = plast.rand(1000, dtype=dtype)
+    assert got.dtype is PLAST[dtype] and np.array_equal(got.float().numpy(), want)
+    plast.manual_seed(3)
+    n = plast.randn(5, 7, dtype=dtype, requires_grad=True)
+    assert n.requires_grad and n.grad_fn is None and n.dtype is PLAST[dtype]
+
+    x = plast.ones(256, dtype=dtype)
+
+    @plast.jit
+    def drop(x):
+        return plast.dropout(x, 0.5, training=True)
+
+    masks = [drop(x).float().numpy() for _ in range(3)]  # trace, then replays: a new mask each time
+    assert not np.array_equal(masks[1], masks[2])
+    assert set(np.unique(masks[2])) <= {0.0, 2.0}

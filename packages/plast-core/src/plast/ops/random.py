@@ -10,6 +10,7 @@ import numpy as np
 from .._core import dtypes
 from ..graph import tape
 from ..kernels.cpu import _kernels
+from ..kernels.cpu._views import np_view
 from .factory import from_array
 
 
@@ -121,16 +122,15 @@ def fill_tensor(t, kind, p1, p2, generator=None):
     g = _gen(generator)
 
     def draw(out):
-        if out.numel():
-            fill(
-                kind,
-                out._storage.address + out._offset * out.dtype.itemsize,
-                out.dtype.code,
-                out.numel(),
-                p1,
-                p2,
-                g,
-            )
+        n = out.numel()
+        if not n:
+            return
+        if dtypes.is_16bit(out.dtype):  # drawn in float32 and rounded once (the stream is float32's)
+            wide = np.empty(n, np.float32)
+            fill(kind, wide.ctypes.data, dtypes.float32.code, n, p1, p2, g)
+            np_view(out).reshape(-1)[...] = wide
+            return
+        fill(kind, out._storage.address + out._offset * out.dtype.itemsize, out.dtype.code, n, p1, p2, g)
 
     draw(t)
     tape.note_random(draw, t, f"random_{kind}")

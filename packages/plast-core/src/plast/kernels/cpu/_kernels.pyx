@@ -242,6 +242,8 @@ def philox_fill(str kind, int dtype, uint64_t seed, uint64_t offset, uintptr_t o
     cdef int k = 0 if kind == "uniform" else 1 if kind == "normal" else 2
     if k == 2 and kind != "u32":
         raise ValueError(f"unknown distribution {kind!r}")
+    if k < 2 and dtype != 3 and dtype != 4:  # the element size decides how far the kernel writes
+        raise ValueError(f"philox_fill: {kind} draws are float32 (code 3) or float64 (code 4), got code {dtype}")
     with nogil:
         if k == 0:
             if dtype == 3:
