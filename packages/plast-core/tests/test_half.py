@@ -339,3 +339,70 @@ def test_random_draws_in_16bit_are_float32_draws_rounded(dtype):
     masks = [drop(x).float().numpy() for _ in range(3)]  # trace, then replays: a new mask each time
     assert not np.array_equal(masks[1], masks[2])
     assert set(np.unique(masks[2])) <= {0.0, 2.0}
+
+
+# A sweep over the op families (in-place, indexing, reductions, joins, attention, convolution, random fills), each
+# in 16 bits against torch's 16-bit result: the type, and the value to a few units of bfloat16
+_A = np.random.default_rng(0).uniform(-2, 2, (4, 6)).astype(np.float32)
+_IDX = np.array([[0, 2, 1, 3, 0, 1]] * 4)
+FAMILY = {
+    "zero_": lambda L, x: x.clone().zero_(),
+    "fill_": lambda L, x: x.clone().fill_(1.5),
+    "copy_": lambda L, x: x.clone().copy_(L.ones(4, 6)),
+    "add_": lambda L, x: x.clone().add_(x),
+    "mul_": lambda L, x: x.clone().mul_(2.5),
+    "clamp_": lambda L, x: x.clone().clamp_(-1, 1),
+    "masked_fill": lambda L, x: x.masked_fill(x > 0, 0.25),
+    "gather": lambda L, x: L.gather(x, 1, L.tensor(_IDX)),
+    "index_select": lambda L, x: L.index_select(x, 0, L.tensor([3, 1])),
+    "cumsum": lambda L, x: L.cumsum(x, 1),
+    "sort": lambda L, x: L.sort(x, 1)[0],
+    "topk": lambda L, x: L.topk(x, 2, 1)[0],
+    "where": lambda L, x: L.where(x > 0, x, L.zeros_like(x)),
+    "pad": lambda L, x: L.nn.functional.pad(x, (1, 1)),
+    "embedding": lambda L, x: L.nn.functional.embedding(L.tensor([0, 3, 3]), x),
+    "softmax": lambda L, x: L.softmax(x, 1),
+    "max": lambda L, x: x.max(),
+    "argmax": lambda L, x: x.argmax(1),
+    "var": lambda L, x: x.var(1),
+    "norm": lambda L, x: x.norm(),
+    "abs_sum": lambda L, x: x.abs().sum(0),
+    "stack": lambda L, x: L.stack([x, x]),
+    "chunk": lambda L, x: L.cat(L.chunk(x, 2, 1), 0),
+    "repeat": lambda L, x: x.repeat(2, 1),
+    "tril": lambda L, x: L.tril(x),
+    "flip": lambda L, x: L.flip(x, [1]),
+    "roll": lambda L, x: L.roll(x, 1, 1),
+    "einsum": lambda L, x: L.einsum("ij,kj->ik", x, x),
+    "sdpa": lambda L, x: L.nn.functional.scaled_dot_product_attention(
+        x[None, None], x[None, None], x[None, None], is_causal=True
+    )[0, 0],
+    "layer_norm": lambda L, x: L.nn.functional.layer_norm(x, (6,)),
+    "conv2d": lambda L, x: L.nn.functional.conv2d(x[None, None], x[None, None, :3, :3]),
+    "setitem": lambda L, x: _set(x.clone()),
+    "scatter_add": lambda L, x: L.zeros(4, 6, dtype=x.dtype).scatter_add(1, L.tensor(_IDX), x),
+    "index_add": lambda L, x: L.zeros(4, 6, dtype=x.dtype).index_add(0, L.tensor([0, 0, 1, 2]), x),
+    "lerp": lambda L, x: L.lerp(x, L.ones_like(x), 0.3),
+    "uniform_": lambda L, x: (x.clone().uniform_(0, 1) >= 0).float(),
+    "normal_": lambda L, x: (x.clone().normal_().abs() >= 0).float(),
+    "mean_keepdim": lambda L, x: x.mean(1, keepdim=True),
+    "prod": lambda L, x: x.prod(1),
+    "logsumexp": lambda L, x: L.logsumexp(x, 1),
+}
+
+
+def _set(x):
+    x[1:3, 2] = 9.0
+    x[0] = x[3]
+    return x
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", list(FAMILY))
+def test_op_families_in_16bit_match_torch(dtype, name):
+    f = FAMILY[name]
+    t = torch.tensor(_A).to(TORCH[dtype])
+    p = plast.tensor(t.float().numpy()).to(dtype)
+    want, got = f(torch, t), f(plast, p)
+    assert got.dtype.name == str(want.dtype).removeprefix("torch."), (got.dtype, want.dtype)
+    np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=2**-6, atol=2**-6)
