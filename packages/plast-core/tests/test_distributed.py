@@ -1,0 +1,58 @@
+"""plast.distributed on 2 MPI ranks: every collective against numpy on every dtype, the lazy graph around in-place
+collectives, clear errors, and a dead or hung peer turning into an error within the timeout (the checks
+themselves are in distributed_checks.py; each test is one mpiexec launch)."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from distributed_launch import run_ranks
+
+CHECKS = Path(__file__).with_name("distributed_checks.py")
+
+
+def _ok(proc, names):
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    for name in names:
+        assert out.count(f"ok {name}") == 2, out
+
+
+def test_import_plast_does_not_start_mpi():
+    code = "import sys, plast, plast.distributed as d; print('mpi4py' in sys.modules, d.is_initialized())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+def test_collectives_lazy_graph_and_errors_on_two_ranks():
+    names = ["collectives", "lazy", "errors"]
+    _ok(run_ranks(CHECKS, [",".join(names)]), names)
+
+
+def test_not_initialized_is_a_clear_error():
+    import plast
+    import plast.distributed as dist
+
+    with pytest.raises(dist.DistError, match="init_process_group"):
+        dist.all_reduce(plast.ones(2))
+    with pytest.raises(dist.DistError, match="not been initialized"):
+        dist.get_rank()
+
+
+@pytest.mark.parametrize("mode", ["kill", "hang"])
+def test_dead_or_hung_rank_is_an_error_naming_it_within_the_timeout(mode):
+    t0 = time.monotonic()
+    proc = run_ranks(
+        CHECKS,
+        ["timeout"],
+        env={"CHECK_MODE": mode, "PLAST_DIST_TIMEOUT": "2"},
+        auto_cleanup=False,
+        timeout=30,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "DistTimeoutError" in out and "rank 1 did not answer" in out, out
+    assert "ok timeout" in out, out
+    assert time.monotonic() - t0 < 15, out
