@@ -48,7 +48,6 @@ def test_dead_or_hung_rank_is_an_error_naming_it_within_the_timeout(mode):
         CHECKS,
         ["timeout"],
         env={"CHECK_MODE": mode, "PLAST_DIST_TIMEOUT": "2"},
-        auto_cleanup=False,
         timeout=30,
     )
     out = proc.stdout + proc.stderr
@@ -56,3 +55,25 @@ def test_dead_or_hung_rank_is_an_error_naming_it_within_the_timeout(mode):
     assert "DistTimeoutError" in out and "rank 1 did not answer" in out, out
     assert "ok timeout" in out, out
     assert time.monotonic() - t0 < 15, out
+
+
+def test_launcher_runs_a_script_on_two_ranks(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("mpi4py is not installed")
+    script = tmp_path / "hello.py"
+    script.write_text(
+        "import sys, plast, plast.distributed as dist\n"
+        "dist.init_process_group('mpi')\n"
+        "t = plast.ones(2) * (dist.get_rank() + 1)\n"
+        "dist.all_reduce(t)\n"
+        "print('rank', dist.get_rank(), 'of', dist.get_world_size(), t.tolist(), sys.argv[1:])\n"
+    )
+    cmd = [sys.executable, "-m", "plast.distributed.run", "-n", "2", "--timeout", "20", str(script), "x"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.split("\n")[:2]) == [
+        "rank 0 of 2 [3.0, 3.0] ['x']",
+        "rank 1 of 2 [3.0, 3.0] ['x']",
+    ], proc.stdout
