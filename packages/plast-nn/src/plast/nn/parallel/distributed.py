@@ -146,7 +146,8 @@ class DistributedDataParallel(Module):
 
     # ---- forward ----
     def forward(self, *args, **kwargs):
-        if plast.is_grad_enabled() and self.require_backward_grad_sync:
+        if plast.is_grad_enabled() and self.require_backward_grad_sync and self._world > 1:
+            # (one rank: its gradients are the average already, there is nothing to send)
             self._pass = _Pass(len(self._buckets), [len(b.params) for b in self._buckets])
         else:
             self._pass = None  # this forward's backward accumulates locally (no_sync, or no grad)
