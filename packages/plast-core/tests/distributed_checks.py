@@ -188,10 +188,9 @@ def check_errors(rank, world):
 
 
 def check_timeout(rank, world):
-    # rank 1 dies (or hangs) before the collective; rank 0 gets DistTimeoutError naming it within the timeout
+    # rank 1 dies (CHECK_MODE=kill: the launcher names it) or hangs (hang: rank 0's wait times out naming it)
     if rank == 1:
-        mode = os.environ.get("CHECK_MODE", "kill")
-        if mode == "kill":
+        if os.environ.get("CHECK_MODE", "kill") == "kill":
             os.kill(os.getpid(), 9)
         time.sleep(3600)
     t0 = time.monotonic()

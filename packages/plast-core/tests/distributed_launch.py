@@ -1,9 +1,10 @@
-"""How the distributed tests start ranks: ``plast.distributed.run``'s mpiexec command (the mpich wheel's), with a
-hard timeout, or a skip saying what is missing."""
+"""How the distributed tests start ranks: ``python -m plast.distributed.run`` (the launcher users run, over the
+mpich wheel's mpiexec) with a hard timeout, or a skip saying what is missing."""
 
 import importlib.util
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -16,9 +17,10 @@ def run_ranks(script, args, n=2, timeout=60, env=None):
     if importlib.util.find_spec("mpi4py") is None:
         pytest.skip('mpi4py is not installed (pip install "./packages/plast-core[mpi]")')
     try:
-        cmd = run.command(n, [str(script), *args])
+        run.find_mpiexec()
     except FileNotFoundError as e:
         pytest.skip(str(e))
+    cmd = [sys.executable, "-m", "plast.distributed.run", "-n", str(n), str(script), *args]
     full_env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)

@@ -2,6 +2,8 @@
 ``ok NAME`` on every rank when it passes. The 1-process references run on each rank too (they are cheap), so a
 rank compares its DDP result with the full-batch result without any communication."""
 
+import os
+import signal
 import sys
 
 import numpy as np
@@ -56,7 +58,7 @@ def shard(x, rank, world):
 
 
 def train(model, steps, rank, world, ddp_kwargs=None):
-    """20 AdamW steps: DDP on this rank's half of each batch (ddp_kwargs given), or 1 process on the whole."""
+    """AdamW steps: DDP on this rank's share of each batch (ddp_kwargs given), or 1 process on the whole."""
     net = nn.parallel.DistributedDataParallel(model, **ddp_kwargs) if ddp_kwargs is not None else model
     opt = optim.AdamW(net.parameters(), lr=1e-3, weight_decay=0.01)
     for x, y in batches(steps):
@@ -193,6 +195,65 @@ def check_diloco(rank, world):
     for other in every:
         np.testing.assert_array_equal(other.numpy(), mine.numpy())
     print("ok diloco", flush=True)
+
+
+def check_jit(rank, world):
+    # under @plast.jit the allreduces are not plan steps yet: a clear NotImplementedError, not a wrong plan
+    plast.manual_seed(0)
+    ddp = nn.parallel.DistributedDataParallel(nn.Linear(3, 2))
+    opt = optim.SGD(ddp.parameters(), lr=0.1)
+
+    @plast.jit
+    def step(x):
+        opt.zero_grad()
+        ddp(x).sum().backward()
+        opt.step()
+
+    try:
+        step(plast.ones(4, 3))
+    except NotImplementedError as e:
+        assert "@plast.jit" in str(e), e
+    else:
+        raise AssertionError("DDP under jit did not raise")
+    dist.barrier()
+    print("ok jit", flush=True)
+
+
+def _resume_run(rank, world, ckpt, steps, start_from=None, die_at=None):
+    model = gpt(rank).double()
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = optim.AdamW(ddp.parameters(), lr=1e-3, weight_decay=0.01)
+    start = 0
+    if start_from is not None:
+        state = plast.load(start_from)
+        ddp.load_state_dict(state["model"])
+        opt.load_state_dict(state["optim"])
+        start = state["step"]
+    for step, (x, y) in enumerate(batches(steps)):
+        if step < start:
+            continue
+        if step == die_at and rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        opt.zero_grad()
+        loss_of(ddp, shard(x, rank, world), shard(y, rank, world)).backward()
+        opt.step()
+        if ckpt is not None and rank == 0 and (step + 1) % 3 == 0:
+            plast.save({"model": ddp.state_dict(), "optim": opt.state_dict(), "step": step + 1}, ckpt)
+    return params(model)
+
+
+def check_crash(rank, world):
+    # 2 ranks checkpoint every 3 steps (rank 0 writes); rank 1 dies at step 7 (the launcher names it)
+    _resume_run(rank, world, os.environ["CKPT"], 10, die_at=7)
+    raise AssertionError("rank 1 did not die")
+
+
+def check_resume(rank, world):
+    # the checkpoint of step 6 resumes on this many ranks and ends where an uninterrupted run ends
+    want = params(train(gpt(0).double(), 10, rank, world))
+    got = _resume_run(rank, world, None, 10, start_from=os.environ["CKPT"])
+    assert_close(got, want, 1e-6, "resumed run")
+    print("ok resume", flush=True)
 
 
 def main():

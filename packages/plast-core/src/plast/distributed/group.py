@@ -12,6 +12,7 @@ it exits, so no rank is left waiting for a peer that will never come.
 import atexit
 import datetime
 import os
+import socket
 import sys
 import time
 import warnings
@@ -185,6 +186,7 @@ class _State:
         self.groups = []
         self.abort_at_exit = False
         self.hooks_installed = False
+        self.launcher = None  # the socket to python -m plast.distributed.run, when it started this rank
 
 
 _state = _State()
@@ -252,6 +254,30 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     _state.groups = [_state.world]
     GroupMember.WORLD = _state.world
     _install_exit_hooks()
+    _tell_launcher(me)
+
+
+def _tell_launcher(rank):
+    """Under ``python -m plast.distributed.run``, keep a connection to the launcher open for the life of this rank:
+    it closes when the process ends, and says "exit" first when it ends on its own (run.py's _Watch)."""
+    path = os.environ.get("PLAST_DIST_RUN_SOCKET")
+    if not path or _state.launcher is not None:
+        return
+    try:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(path)
+        conn.sendall(f"{rank} {os.getpid()}\n".encode())
+    except OSError:
+        return  # an old or a foreign launcher: it just won't name a dead rank
+    _state.launcher = conn
+    atexit.register(_say_exit)
+
+
+def _say_exit():
+    try:
+        _state.launcher.sendall(b"exit\n")
+    except OSError:
+        pass
 
 
 def _install_exit_hooks():
@@ -263,7 +289,7 @@ def _install_exit_hooks():
     previous = sys.excepthook
 
     def excepthook(tp, value, tb):
-        if _state.world is not None:
+        if _state.world is not None and _state.world.size() > 1:
             sys.stderr.write(f"[plast.distributed rank {_state.world.ranks[_state.world.rank()]}] ")
             _state.abort_at_exit = True
         previous(tp, value, tb)
@@ -276,6 +302,9 @@ def _abort_if_broken():
     if _state.abort_at_exit and _state.world is not None:
         sys.stdout.flush()
         sys.stderr.flush()
+        # NOTE: the abort makes mpiexec tear the job down at once; output of this rank still on its way through
+        # mpiexec's proxy (the traceback naming the rank that timed out) could be lost: give it a moment
+        time.sleep(0.2)
         mpi().COMM_WORLD.Abort(1)
 
 
