@@ -6,7 +6,10 @@ from ._mpi import mpi
 
 class Work:
     """``wait()`` blocks until the operation is done (raising DistTimeoutError after the group's timeout) and
-    returns True; ``is_completed()`` asks without blocking; ``result()`` gives the output tensors."""
+    returns True; ``is_completed()`` asks without blocking; ``result()`` gives the output tensors.
+
+    Until ``wait()`` returns, MPI may still be reading or writing the tensors' memory: as in torch, read or change
+    them only after it (ops recorded on them before the call have already read their old values)."""
 
     def __init__(self, group, reqs, what, finish=None, outputs=()):
         self._group = group
