@@ -11,7 +11,7 @@ Nothing here imports mpi4py until a call needs MPI (``import plast`` never start
 
 Tensors travel as numpy views on their own memory (no pickling, no copies through Python objects); a collective
 that writes a tensor writes it the way plast's in-place ops do (buffers.py). Every wait has a deadline (60 s by
-default): a dead or hung peer is a DistTimeoutError naming it, never a hang (group.py).
+default): a dead or hung peer is a DistTimeoutError naming it, never a hang (group.py); world.py holds the default group.
 
 >>> import plast.distributed as dist
 >>> dist.is_initialized()
@@ -26,17 +26,15 @@ from .collectives import (
     all_reduce_coalesced,
     barrier,
     broadcast,
-    irecv,
-    isend,
-    recv,
     reduce_scatter,
     reduce_scatter_tensor,
-    send,
 )
 from .errors import DistBackendError, DistError, DistTimeoutError
-from .group import (
+from .group import ProcessGroup
+from .p2p import irecv, isend, recv, send
+from .work import Work
+from .world import (
     GroupMember,
-    ProcessGroup,
     destroy_process_group,
     get_backend,
     get_global_rank,
@@ -51,7 +49,6 @@ from .group import (
     is_mpi_available,
     new_group,
 )
-from .work import Work
 
 __all__ = [
     "DistBackendError",

@@ -7,6 +7,8 @@ before MPI touches the memory (so ``y = x * 2; all_reduce(x); y`` is the old x t
 the storage's version goes up afterwards (autograd refuses a saved value that changed, views see the change).
 """
 
+import numpy as np
+
 from .._core import grad_mode
 from .._core._structs import TensorBase
 from .._core.errors import DTypeError, ShapeError
@@ -50,6 +52,12 @@ def read_view(t):
         realize([t])
     t._storage.check()
     return np_view(t).reshape(-1)
+
+
+def as_mpi(view):
+    """The buffer MPI gets for a numpy view. NOTE: MPI has no MAX/MIN on C_BOOL, so bool travels as its bytes
+    (0/1), where MAX is logical or and MIN logical and."""
+    return view.view(np.uint8) if view.dtype == np.bool_ else view
 
 
 def write(t, fill, what):

@@ -13,10 +13,10 @@ import numpy as np
 
 from .._core.errors import DTypeError, ShapeError
 from ._mpi import mpi
-from .buffers import check_same, check_tensor, read_view, write
-from .errors import DistBackendError
-from .group import _group
+from .buffers import as_mpi, check_same, check_tensor, read_view, write
+from .errors import from_mpi
 from .work import Work
+from .world import usable_group
 
 _CHECK = os.environ.get("PLAST_DIST_CHECK", "1") != "0"
 
@@ -65,11 +65,6 @@ def _mpi_op(op, t, what):
     }[op]
 
 
-def _buf(view):
-    # NOTE: MPI has no reduction ops on C_BOOL for MAX/MIN; bool travels as its bytes (0/1)
-    return view.view(np.uint8) if view.dtype == np.bool_ else view
-
-
 def _agree(g, what, dtype, numel, extra=0):
     """Check that every rank of `g` is in the same call with the same dtype and size (see the module's
     docstring); called before the collective itself."""
@@ -101,10 +96,6 @@ def _run(g, reqs, what, async_op, finish=None, outputs=()):
     return None
 
 
-def _error(e, what):
-    return DistBackendError(f"{what}: MPI error: {e}")
-
-
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Combine `tensor` across the ranks with `op`, in place on every rank.
 
@@ -113,7 +104,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     [3.0, 3.0, 3.0]
     """
     what = "all_reduce"
-    g = _group(group, what)
+    g = usable_group(group, what)
     if g is None:
         return None
     check_tensor(tensor, what)
@@ -126,7 +117,7 @@ def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False):
     """all_reduce of several tensors of one dtype as one message: they are copied into one flat buffer, reduced,
     and copied back (what DistributedDataParallel's buckets use)."""
     what = "all_reduce_coalesced"
-    g = _group(group, what)
+    g = usable_group(group, what)
     if g is None:
         return None
     tensors = list(tensors)
@@ -152,12 +143,12 @@ def _reduce_in_place(g, tensors, op, mop, what, async_op):
 
         def start(view):
             if view.size:
-                reqs.append(g.comm.Iallreduce(MPI.IN_PLACE, _buf(view), mop))
+                reqs.append(g.comm.Iallreduce(MPI.IN_PLACE, as_mpi(view), mop))
 
         try:
             write(t, start, what)
         except MPI.Exception as e:
-            raise _error(e, what) from None
+            raise from_mpi(e, what) from None
         finish = None
         if op is ReduceOp.AVG:
 
@@ -168,9 +159,9 @@ def _reduce_in_place(g, tensors, op, mop, what, async_op):
         return _run(g, reqs, what, async_op, finish, [t])
     flat = np.concatenate([read_view(t) for t in tensors])
     try:
-        reqs = [g.comm.Iallreduce(MPI.IN_PLACE, _buf(flat), mop)] if flat.size else []
+        reqs = [g.comm.Iallreduce(MPI.IN_PLACE, as_mpi(flat), mop)] if flat.size else []
     except MPI.Exception as e:
-        raise _error(e, what) from None
+        raise from_mpi(e, what) from None
 
     def finish():
         if op is ReduceOp.AVG:
@@ -187,7 +178,7 @@ def _reduce_in_place(g, tensors, op, mop, what, async_op):
 def broadcast(tensor, src, group=None, async_op=False):
     """Copy `tensor` of global rank `src` into `tensor` on every rank of the group."""
     what = "broadcast"
-    g = _group(group, what)
+    g = usable_group(group, what)
     if g is None:
         return None
     check_tensor(tensor, what)
@@ -198,7 +189,7 @@ def broadcast(tensor, src, group=None, async_op=False):
 
     def start(view):
         if view.size:
-            reqs.append(g.comm.Ibcast(_buf(view), root=root))
+            reqs.append(g.comm.Ibcast(as_mpi(view), root=root))
 
     try:
         if g.rank() == root:
@@ -206,7 +197,7 @@ def broadcast(tensor, src, group=None, async_op=False):
         else:
             write(tensor, start, what)
     except MPI.Exception as e:
-        raise _error(e, what) from None
+        raise from_mpi(e, what) from None
     return _run(g, reqs, what, async_op, None, [tensor])
 
 
@@ -214,7 +205,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     """Every rank's `input_tensor`, concatenated along dim 0 (or stacked: output shape (world, *input shape)) in
     `output_tensor`, written in place with no copy."""
     what = "all_gather_into_tensor"
-    g = _group(group, what)
+    g = usable_group(group, what)
     if g is None:
         return None
     check_tensor(input_tensor, what, "input_tensor")
@@ -232,12 +223,12 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
 
     def start(view):
         if view.size:
-            reqs.append(g.comm.Iallgather(_buf(send), _buf(view)))
+            reqs.append(g.comm.Iallgather(as_mpi(send), as_mpi(view)))
 
     try:
         write(output_tensor, start, what)
     except MPI.Exception as e:
-        raise _error(e, what) from None
+        raise from_mpi(e, what) from None
     return _run(g, reqs, what, async_op, None, [output_tensor])
 
 
@@ -251,7 +242,7 @@ def _check_dtype(out, inp, what):
 def all_gather(tensor_list, tensor, group=None, async_op=False):
     """``tensor_list[r]`` receives rank r's `tensor` (one list entry per rank, each shaped like `tensor`)."""
     what = "all_gather"
-    g = _group(group, what)
+    g = usable_group(group, what)
     if g is None:
         return None
     check_tensor(tensor, what)
@@ -268,9 +259,9 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     every = np.empty((g.size(), send.size), send.dtype)
     MPI = mpi()
     try:
-        reqs = [g.comm.Iallgather(_buf(send), _buf(every))] if send.size else []
+        reqs = [g.comm.Iallgather(as_mpi(send), as_mpi(every))] if send.size else []
     except MPI.Exception as e:
-        raise _error(e, what) from None
+        raise from_mpi(e, what) from None
 
     def finish():
         for r, t in enumerate(tensor_list):
@@ -283,7 +274,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     """Reduce `input` (world size x output's elements, split along dim 0) across ranks with `op`; rank r keeps the
     r-th part in `output`, written in place with no copy."""
     what = "reduce_scatter_tensor"
-    g = _group(group, what)
+    g = usable_group(group, what)
     if g is None:
         return None
     check_tensor(input, what, "input")
@@ -307,12 +298,12 @@ def _reduce_scatter(g, output, send, op, mop, what, async_op):
 
     def start(view):
         if view.size:
-            reqs.append(g.comm.Ireduce_scatter_block(_buf(send), _buf(view), mop))
+            reqs.append(g.comm.Ireduce_scatter_block(as_mpi(send), as_mpi(view), mop))
 
     try:
         write(output, start, what)
     except MPI.Exception as e:
-        raise _error(e, what) from None
+        raise from_mpi(e, what) from None
     finish = None
     if op is ReduceOp.AVG:
 
@@ -325,7 +316,7 @@ def _reduce_scatter(g, output, send, op, mop, what, async_op):
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``input_list[r]`` across ranks with `op` into `output` of rank r (one list entry per rank)."""
     what = "reduce_scatter"
-    g = _group(group, what)
+    g = usable_group(group, what)
     if g is None:
         return None
     check_tensor(output, what, "output")
@@ -344,112 +335,8 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
 def barrier(group=None, async_op=False, device_ids=None):
     """Wait until every rank of the group has called barrier (with the group's timeout)."""
     what = "barrier"
-    g = _group(group, what)
+    g = usable_group(group, what)
     if g is None:
         return None
     _agree(g, what, None, 0)
     return _run(g, [g.comm.Ibarrier()], what, async_op)
-
-
-# ---- point to point ----------------------------------------------------------------------------------------
-
-
-def isend(tensor, dst, group=None, tag=0):
-    """Send `tensor` to global rank `dst`; returns a Work (keep `tensor` unchanged until it is done)."""
-    what = "isend"
-    g = _group(group, what)
-    if g is None:
-        return None
-    check_tensor(tensor, what)
-    peer = g.group_rank(dst, what)
-    if peer == g.rank():
-        raise ValueError(f"{what}: dst {dst} is this rank; sending to oneself is not supported (as in torch)")
-    MPI = mpi()
-    try:
-        req = g.comm.Isend(_buf(read_view(tensor)), dest=peer, tag=tag)
-    except MPI.Exception as e:
-        raise _error(e, what) from None
-    return Work(g, [req], f"{what} to rank {dst}", None, [tensor])
-
-
-def send(tensor, dst, group=None, tag=0):
-    """Send `tensor` to global rank `dst` (returns when it has left this rank's buffer)."""
-    work = isend(tensor, dst, group, tag)
-    if work is not None:
-        work.wait()
-
-
-def irecv(tensor, src=None, group=None, tag=0):
-    """Receive into `tensor` from global rank `src` (any rank when None); returns a Work whose ``source()`` is
-    the sender's rank."""
-    what = "irecv"
-    g = _group(group, what)
-    if g is None:
-        return None
-    check_tensor(tensor, what)
-    MPI = mpi()
-    peer = MPI.ANY_SOURCE if src is None else g.group_rank(src, what)
-    reqs = []
-
-    def start(view):
-        reqs.append(g.comm.Irecv(_buf(view), source=peer, tag=tag))
-
-    try:
-        write(tensor, start, what)
-    except MPI.Exception as e:
-        raise _error(e, what) from None
-    return _RecvWork(g, reqs, f"{what} from rank {'any' if src is None else src}", None, [tensor])
-
-
-class _RecvWork(Work):
-    """irecv's Work: also checks that the message had exactly the tensor's size (MPI accepts a shorter one), and
-    tells the sender's rank."""
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._status = mpi().Status()
-        self._sender = None
-
-    def _check(self):
-        t = self._outputs[0]
-        count = self._status.Get_count(mpi().BYTE) // t.dtype.itemsize
-        self._sender = self._group.ranks[self._status.Get_source()]
-        self._done = True
-        if count != t.numel():
-            raise ShapeError(
-                f"{self._what}: rank {self._sender} sent {count} elements, the tensor holds {t.numel()}; send "
-                "and recv tensors must have the same number of elements"
-            )
-
-    def wait(self, timeout=None):
-        if not self._done:
-            seconds = None if timeout is None else getattr(timeout, "total_seconds", lambda: timeout)()
-            try:
-                self._group.wait(self._reqs, self._what, seconds, [self._status])
-            except DistBackendError as e:
-                if mpi().Get_error_class(self._status.Get_error()) == mpi().ERR_TRUNCATE:
-                    sender = self._group.ranks[self._status.Get_source()]
-                    raise ShapeError(
-                        f"{self._what}: rank {sender} sent more elements than the tensor holds "
-                        f"({self._outputs[0].numel()}); send and recv tensors must have the same number of elements"
-                    ) from e
-                raise
-            self._check()
-        return True
-
-    def is_completed(self):
-        if not self._done and self._reqs[0].Test(self._status):
-            self._check()
-        return self._done
-
-    def source(self):
-        self.wait()
-        return self._sender
-
-
-def recv(tensor, src=None, group=None, tag=0):
-    """Receive into `tensor` from global rank `src` (any rank when None); returns the sender's rank."""
-    work = irecv(tensor, src, group, tag)
-    if work is None:
-        return -1
-    return work.source()

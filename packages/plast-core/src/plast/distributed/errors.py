@@ -14,3 +14,8 @@ class DistBackendError(DistError):
 class DistTimeoutError(DistBackendError):
     """A collective or a send/recv did not finish within the process group's timeout: a peer is dead, hung, or
     called a different collective. The message names the ranks that did not answer."""
+
+
+def from_mpi(e, what):
+    """The DistBackendError for an MPI exception `e` raised by the call `what`."""
+    return DistBackendError(f"{what}: MPI error: {e}")
