@@ -158,6 +158,11 @@ def install_dists(session: nox.Session, shorts: list[str], *extra: str, editable
     session.install("-q", *(["--no-build-isolation"] if editable else []), *args, *extra, env=env)
 
 
+def mpi_extra() -> list[str]:
+    """plast-core's `mpi` extra (mpi4py, mpich), read from its pyproject so the two never disagree."""
+    return list(_project("core")["project"]["optional-dependencies"]["mpi"])
+
+
 def run_pytest(session: nox.Session, short: str, *args: str) -> None:
     """pytest on one distribution's tests/; no tests there yet (exit code 5) counts as a pass, with a note."""
     session.run("python", str(RUN_PYTEST), str(PACKAGES / DISTS[short] / "tests"), *args)
@@ -179,6 +184,8 @@ def build(session: nox.Session) -> None:
 def tests(session: nox.Session, dist: str) -> None:
     """One distribution's tests, against plast-core's wheel and the siblings it needs."""
     extra = TEST_DEPS + ([TORCH] if dist in {"core", "nn"} else [])
+    if dist in {"core", "nn"}:
+        extra += mpi_extra()  # plast.distributed's tests start 2 ranks with the mpich wheel's mpiexec
     if dist == "data":
         extra.append("tokenizers")  # the WordPiece oracle (about 9 s to install; it never pulls torch)
     install_dists(session, NEEDS[dist], *extra)

@@ -37,6 +37,7 @@ LAYERS = [
     "plast.ops",  # the op table and the op-layer functions
     "plast.autograd",  # backward, grad, eager backward replays
     "plast._jit",  # @plast.jit: trace and replay
+    "plast.distributed",  # MPI collectives (mpi4py is imported inside functions: the optional `mpi` extra)
     "plast",  # the public faces
 ]
 
@@ -75,6 +76,7 @@ PUBLIC_CORE = {
     "plast.linalg",
     "plast.autograd",
     "plast.random",
+    "plast.distributed",
 }
 SIBLINGS = ("plast.nn", "plast.optim", "plast.data", "plast.experiment")
 # the CUDA backend: modules outside it import it inside functions, on first CUDA use (rule 2)

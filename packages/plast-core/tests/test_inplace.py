@@ -144,3 +144,21 @@ def test_setitem_in_graph_keeps_recorded_readers_and_gradients():
     yt[0] = 5.0
     (zt.sum() + yt.sum()).backward()
     np.testing.assert_allclose(a.grad.numpy(), at.grad.numpy())
+
+
+def test_copy_from_a_tensor_that_requires_grad_under_no_grad_copies_values():
+    # regression: copy_'s cast and expand are no-ops for a same-shaped source, so the in-place machinery got the
+    # source itself back, saw requires_grad, and rebound the destination to the source's memory (an alias that
+    # later updates of either changed both; DiLoCo loading its global copy into the model hit it)
+    dst = plast.zeros(3)
+    src = plast.ones(3).requires_grad_()
+    with plast.no_grad():
+        dst.copy_(src)
+        src.add_(1)
+    assert dst.tolist() == [1.0, 1.0, 1.0]
+    assert not dst.requires_grad and dst._storage is not src._storage
+    p = plast.zeros(3).requires_grad_()
+    with plast.no_grad():
+        p.copy_(src)
+        src.add_(1)
+    assert p.tolist() == [2.0, 2.0, 2.0] and p.requires_grad

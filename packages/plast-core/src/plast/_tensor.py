@@ -12,6 +12,7 @@ from ._core._structs import Size, TensorBase  # noqa: F401 (Size: plast.Size)
 from ._core.errors import JitError
 from ._core.shapes import norm_dim
 from .autograd import api as autograd
+from .autograd import hooks as grad_hooks
 from .autograd.backward_replay import try_replay
 from .autograd.engine import backward_leaves
 from .graph._graph import bind
@@ -227,6 +228,12 @@ class Tensor(TensorBase):
             self._hooks = []
         self._hooks.append(hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(self)`` after each backward pass that accumulated a gradient into this leaf's ``.grad``
+        (torch's name; plast runs them when the pass has realized all its gradients: autograd/hooks.py). Returns
+        a handle whose ``remove()`` unregisters it."""
+        return grad_hooks.register_post_accumulate_grad_hook(self, hook)
+
     # ---- autograd ----
     def requires_grad_(self, requires_grad=True):
         """Make this leaf require grad. A leaf that lives in transient memory (``(plast.randn(3) * 0.1)
@@ -249,8 +256,10 @@ class Tensor(TensorBase):
         # a training loop's backward: straight to its replay, as autograd.api.backward would (tried once:
         # a try counts toward recording a replay)
         if gradient is None and not retain_graph and not create_graph and inputs is None:
+            before = grad_hooks.grads_before()
             if not try_replay(self):
                 backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
+            grad_hooks.fire(before)
             return
         autograd.backward(
             [self], [gradient], retain_graph=retain_graph, create_graph=create_graph, inputs=inputs

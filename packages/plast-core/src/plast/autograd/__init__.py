@@ -10,6 +10,7 @@ from .api import (
     no_grad,
     set_grad_enabled,
 )
+from .hooks import queue_callback
 
 
 class set_detect_anomaly:
@@ -49,4 +50,5 @@ __all__ = [
     "set_detect_anomaly",
     "detect_anomaly",
     "is_anomaly_enabled",
+    "queue_callback",
 ]

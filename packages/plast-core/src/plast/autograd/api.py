@@ -15,13 +15,14 @@ from .._core.grad_mode import (  # noqa: F401 (plast.autograd's names)
     set_grad_enabled,
 )
 from ..graph import tape
-from . import backward_replay
+from . import backward_replay, hooks
 from .engine import _finish, _run_backward
 from .engine import backward_leaves as _backward_leaves
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad`` (``inputs`` restricts which leaves)."""
+    before = hooks.grads_before()
     if (
         len(tensors) == 1
         and not retain_graph
@@ -31,8 +32,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         and tape._tape is None
         and backward_replay.try_replay(tensors[0])  # a training loop's repeated backward
     ):
+        hooks.fire(before)
         return
     _backward_leaves(tensors, grad_tensors, None, retain_graph, create_graph, inputs)
+    hooks.fire(before)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):

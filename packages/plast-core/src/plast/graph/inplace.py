@@ -133,6 +133,11 @@ def apply_inplace(t, fn, opname):
     if new.dtype is not t.dtype:
         _undo_alias(t, old)
         raise TypeError(f"{opname}: internal error: the new value is {new.dtype}, the tensor {t.dtype}")
+    if new.requires_grad and not autograd_state.grad_enabled and new is not old:
+        # fn handed back a tensor that requires grad unchanged (``p.copy_(q)`` from a parameter q: its cast and
+        # expand are no-ops) under no_grad: t takes its values, as in torch, not its memory (rebinding made p an
+        # alias of q that later updates of either changed both)
+        new = new.detach()
     direct = t._storage is not None and t.grad_fn is None and not new.requires_grad
     if direct:
         _undo_alias(t, old)

@@ -10,6 +10,7 @@ gradients in plast ops instead (recomputing the scores), so double backward work
 import math
 import weakref
 
+from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core import grad_mode as autograd_state
 from .._core.errors import ShapeError
@@ -115,7 +116,6 @@ def _causal_mask(L, S, dt, device):
     return _additive_mask(tensor(np.tril(np.ones((L, S), dtype=bool)), device=device), dt)
 
 
-@_autocast.lowers
 def scaled_dot_product_attention(
     query,
     key,
@@ -137,6 +137,13 @@ def scaled_dot_product_attention(
     >>> plast.scaled_dot_product_attention(q, q, q).shape
     plast.Size([1, 2, 4])
     """
+    if _ac.active:  # autocast: on its LOWER list
+        query, key, value, attn_mask = _autocast.lower_args((query, key, value, attn_mask)) or (
+            query,
+            key,
+            value,
+            attn_mask,
+        )
     op = "scaled_dot_product_attention"
     for name, t in (("query", query), ("key", key), ("value", value)):
         _tensor_check(t, op, name)

@@ -1,6 +1,7 @@
 """autocast's op lists and the casts they ask for (torch's CPU and CUDA lists, for the ops plast-core has).
 
-Inside ``plast.autocast(device_type, dtype)`` an op call casts its floating arguments first, by the op's list:
+Inside ``plast.autocast(device_type, dtype)`` an op call casts its floating arguments first, by the op's list
+(each listed function starts with ``if _ac.active:`` and one of the helpers below):
 
 - ``LOWER``: to the autocast type (matrix products, convolutions, attention: where 16-bit pays);
 - ``FP32``: 16-bit arguments to float32 (losses, products over many elements: where 16-bit loses accuracy);
@@ -68,52 +69,27 @@ def _device_type(args):
     return None
 
 
-def lower_args(args, device_type):
-    """The positional arguments of a LOWER op, cast; None when autocast is off for `device_type`."""
-    dt = _state.on_for(device_type)
+def lower_args(args, device_type=None):
+    """The arguments of a LOWER op cast to the autocast type; None when autocast is off for their device."""
+    dt = _state.on_for(device_type or _device_type(args))
     if dt is None:
         return None
     return tuple(to_lower(a, dt) for a in args)
 
 
-def lowers(fn):
-    """An op on the LOWER list (for functions written in Python; the compiled linalg functions test inline)."""
-
-    @functools.wraps(fn)
-    def op(*args, **kwargs):
-        if _state.active:
-            dt = _state.on_for(_device_type(args))
-            if dt is not None:
-                args = tuple(to_lower(a, dt) for a in args)
-                kwargs = {k: to_lower(v, dt) for k, v in kwargs.items()}
-        return fn(*args, **kwargs)
-
-    return op
+def fp32_args(*args):
+    """The arguments of an FP32 op, 16-bit ones cast to float32 (as they are when autocast is off there)."""
+    if _state.on_for(_device_type(args)) is None:
+        return args
+    return tuple(to_fp32(a) for a in args)
 
 
-def fp32(fn):
-    """An op on the FP32 list."""
-
-    @functools.wraps(fn)
-    def op(*args, **kwargs):
-        if _state.active and _state.on_for(_device_type(args)) is not None:
-            args = tuple(to_fp32(a) for a in args)
-            kwargs = {k: to_fp32(v) for k, v in kwargs.items()}
-        return fn(*args, **kwargs)
-
-    return op
-
-
-def promotes(fn):
-    """An op on the PROMOTE list whose first argument is a sequence of tensors (cat, stack)."""
-
-    @functools.wraps(fn)
-    def op(tensors, *args, **kwargs):
-        if _state.active and _state.on_for(_device_type((tensors,))) is not None:
-            floats = [t.dtype for t in tensors if _eligible(t)]
-            if floats:
-                widest = functools.reduce(dtypes.promote, floats)
-                tensors = [convert(t, widest) if _eligible(t) else t for t in tensors]
-        return fn(tensors, *args, **kwargs)
-
-    return op
+def promote_args(tensors):
+    """The tensors of a PROMOTE op (cat, stack) at their widest floating type."""
+    if _state.on_for(_device_type((tensors,))) is None:
+        return tensors
+    floats = [t.dtype for t in tensors if _eligible(t)]
+    if not floats:
+        return tensors
+    widest = functools.reduce(dtypes.promote, floats)
+    return [convert(t, widest) if _eligible(t) else t for t in tensors]

@@ -8,6 +8,7 @@ rest (linear, mse/l1/smooth_l1, rms_norm, dropout, scaled_dot_product_attention)
 
 import math
 
+from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core.errors import DTypeError, ShapeError
 from .._core.grad_mode import is_grad_enabled, no_grad
@@ -335,7 +336,6 @@ def _prep_class_loss(input, target, weight, op, allow_prob):
     return x, target, weight, kind, unbatched, k
 
 
-@_autocast.fp32
 def cross_entropy(
     input,
     target,
@@ -353,6 +353,8 @@ def cross_entropy(
     >>> round(plast.cross_entropy(logits, plast.tensor([0])).item(), 4)
     0.2395
     """
+    if _ac.active:  # autocast: on its FP32 list
+        input, target, weight = _autocast.fp32_args(input, target, weight)
     reduction = _reduction(reduction, "cross_entropy", size_average, reduce)
     if not 0.0 <= float(label_smoothing) <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
@@ -375,13 +377,14 @@ def cross_entropy(
     return out
 
 
-@_autocast.fp32
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of log-probabilities `input` (N, C, d1, ...) at class indices (N, d1, ...).
 
     >>> plast.nll_loss(plast.tensor([[-1.0, -2.0]]), plast.tensor([1])).item()
     2.0
     """
+    if _ac.active:  # autocast: on its FP32 list
+        input, target, weight = _autocast.fp32_args(input, target, weight)
     reduction = _reduction(reduction, "nll_loss", size_average, reduce)
     x, t, w, _, unbatched, k = _prep_class_loss(input, target, weight, "nll_loss", False)
     _check_targets_now(t, k, ignore_index, "nll_loss")
@@ -412,13 +415,14 @@ def _weighted(loss, weight, reduction, op):
     return _reduce(loss, reduction)
 
 
-@_autocast.fp32
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error (targets broadcast as in torch).
 
     >>> plast.mse_loss(plast.tensor([1.0, 3.0]), plast.tensor([0.0, 0.0])).item()
     5.0
     """
+    if _ac.active:  # autocast: on its FP32 list
+        input, target, weight = _autocast.fp32_args(input, target, weight)
     if size_average is not None or reduce is not None or reduction not in _REDUCTIONS:
         reduction = _reduction(reduction, "mse_loss", size_average, reduce)
     x, t = _pair(input, target, "mse_loss")
@@ -428,25 +432,27 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return _weighted(mul(d, d), weight, reduction, "mse_loss")
 
 
-@_autocast.fp32
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error.
 
     >>> plast.l1_loss(plast.tensor([1.0, -3.0]), plast.tensor([0.0, 0.0])).item()
     2.0
     """
+    if _ac.active:  # autocast: on its FP32 list
+        input, target, weight = _autocast.fp32_args(input, target, weight)
     reduction = _reduction(reduction, "l1_loss", size_average, reduce)
     x, t = _pair(input, target, "l1_loss")
     return _weighted(abs(sub(x, t)), weight, reduction, "l1_loss")
 
 
-@_autocast.fp32
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target).
 
     >>> plast.smooth_l1_loss(plast.tensor([0.5, 3.0]), plast.tensor([0.0, 0.0]), reduction="sum").item()
     2.625
     """
+    if _ac.active:  # autocast: on its FP32 list
+        input, target = _autocast.fp32_args(input, target)
     reduction = _reduction(reduction, "smooth_l1_loss", size_average, reduce)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
@@ -532,13 +538,14 @@ def _bce_weight(w, x, op, name="weight"):
     return movement.cast(w, x.dtype)
 
 
-@_autocast.fp32
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-w (t log x + (1 - t) log(1 - x)) for probabilities x (logs clamped at -100, as in torch).
 
     >>> round(plast.binary_cross_entropy(plast.tensor([0.5]), plast.tensor([1.0])).item(), 4)
     0.6931
     """
+    if _ac.active:  # autocast: on its FP32 list
+        input, target, weight = _autocast.fp32_args(input, target, weight)
     reduction = _reduction(reduction, "binary_cross_entropy", size_average, reduce)
     x, t = _pair(input, target, "binary_cross_entropy")
     if tuple(t.shape) != tuple(x.shape):
@@ -551,7 +558,6 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return record(BCE, inputs, (reduction,), [(shape, x.dtype)], x.device)[0]
 
 
-@_autocast.fp32
 def binary_cross_entropy_with_logits(
     input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None
 ):
@@ -560,6 +566,8 @@ def binary_cross_entropy_with_logits(
     >>> round(plast.binary_cross_entropy_with_logits(plast.tensor([0.0]), plast.tensor([1.0])).item(), 4)
     0.6931
     """
+    if _ac.active:  # autocast: on its FP32 list
+        input, target, weight, pos_weight = _autocast.fp32_args(input, target, weight, pos_weight)
     op = "binary_cross_entropy_with_logits"
     reduction = _reduction(reduction, op, size_average, reduce)
     x, t = _pair(input, target, op)

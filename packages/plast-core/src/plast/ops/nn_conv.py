@@ -5,6 +5,7 @@ Every backward row is linear in its gradient input, so its own backward is anoth
 pooling's backward is undone by average pooling): double backward works without special cases.
 """
 
+from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core.errors import DTypeError, ShapeError
 from ..graph._graph import record
@@ -104,7 +105,6 @@ def _conv_padding(padding, k, dil, stride, op):
     return (ph, ph, pw, pw)
 
 
-@_autocast.lowers
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation over NCHW input with a weight of shape (out_channels, in_channels/groups, kH, kW),
     as torch.nn.functional.conv2d (stride, padding incl. 'same'/'valid', dilation, groups).
@@ -112,6 +112,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     >>> plast.conv2d(plast.ones(1, 1, 4, 4), plast.ones(2, 1, 3, 3), padding=1).shape
     plast.Size([1, 2, 4, 4])
     """
+    if _ac.active:  # autocast: on its LOWER list
+        input, weight, bias = _autocast.lower_args((input, weight, bias)) or (input, weight, bias)
     op = "conv2d"
     x, unbatched = _batched(input, op)
     _tensor_check(weight, op, "weight")

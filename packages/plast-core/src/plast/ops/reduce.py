@@ -11,6 +11,7 @@ import builtins
 import collections
 import math
 
+from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core._structs import TensorBase
 from .._core.errors import DTypeError, ShapeError
@@ -532,7 +533,6 @@ def _prod_bw(node, g):
 PROD = register("prod", cpu=rk.prod, backward=_prod_bw)
 
 
-@_autocast.fp32
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     """Product of all elements, or along one `dim`. Integer and bool inputs multiply in int64, like torch.
     The gradient is exact when inputs hold zeros (products of the other elements, no division).
@@ -540,6 +540,8 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
     >>> plast.tensor([[1.0, 2.0], [3.0, 4.0]]).prod(0).tolist()
     [3.0, 8.0]
     """
+    if _ac.active:  # autocast: on its FP32 list
+        (x,) = _autocast.fp32_args(x)
     out_dtype = (
         dtypes.as_dtype(dtype)
         if dtype is not None

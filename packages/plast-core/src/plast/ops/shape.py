@@ -10,6 +10,7 @@ written into the same window), whose backward is the view again, so double backw
 
 import numbers
 
+from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core._structs import TensorBase
 from .._core.errors import DeviceMismatchError, ShapeError
@@ -298,13 +299,14 @@ def _tensor_list(tensors, op):
     return tensors
 
 
-@_autocast.promotes
 def cat(tensors, dim=0):
     """Concatenate tensors along an existing dim (dtypes promote as in torch).
 
     >>> plast.cat([plast.zeros(2, 3), plast.ones(1, 3)]).shape
     plast.Size([3, 3])
     """
+    if _ac.active:  # autocast: on its PROMOTE list
+        tensors = _autocast.promote_args(tensors)
     tensors = _tensor_list(tensors, "cat")
     # torch keeps accepting 1-D empty tensors next to tensors of any rank, and skips them
     real = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
@@ -333,13 +335,14 @@ concat = cat
 concatenate = cat
 
 
-@_autocast.promotes
 def stack(tensors, dim=0):
     """Join equally shaped tensors along a new dim.
 
     >>> plast.stack([plast.zeros(2), plast.ones(2)], dim=1).shape
     plast.Size([2, 2])
     """
+    if _ac.active:  # autocast: on its PROMOTE list
+        tensors = _autocast.promote_args(tensors)
     tensors = _tensor_list(tensors, "stack")
     shape0 = tuple(tensors[0].shape)
     for i, t in enumerate(tensors):

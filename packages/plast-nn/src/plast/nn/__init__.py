@@ -10,6 +10,7 @@ from . import (
     functional,
     init,
     modules,  # noqa: E402  (re-exports of the classes above, laid out as torch.nn.modules)
+    parallel,
     utils,
 )
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh

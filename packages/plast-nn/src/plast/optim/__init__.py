@@ -13,6 +13,7 @@ from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .adamax import Adamax
+from .diloco import DiLoCo
 from .lbfgs import LBFGS
 
 # the seed's names: plast.optim.StepLR and the others are lr_scheduler's classes themselves
@@ -38,6 +39,7 @@ from .sgd import SGD
 
 __all__ = [
     "Optimizer",
+    "DiLoCo",
     "SGD",
     "Adam",
     "AdamW",
