@@ -23,7 +23,8 @@ import os
 import platform
 import subprocess
 import sys
-import time
+
+from bench_gemm import _loop, _median  # bench/ is the script's directory
 
 SQUARE = [256, 512, 1024, 2048]
 # (M, K, N, trans_a, trans_b): gpt_medium's linear layers (x @ W.T forward; grad_x = g @ W; grad_W = g.T @ x)
@@ -36,23 +37,6 @@ MEDIUM = [
     (2048, 1024, 512, True, False),  # grad_W of fc
 ]
 PEAK_FLOP_PER_CYCLE = {"amx": 1024, "avx512_bf16": 128, "avx512": 64, "avx2": 32, "scalar": 2}
-
-
-def _median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
-
-
-def _loop(fn, reps, rounds):
-    fn()
-    out = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        out.append((time.perf_counter() - t) / reps)
-    return _median(out)
 
 
 def _child(args):

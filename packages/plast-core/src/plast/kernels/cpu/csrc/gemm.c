@@ -17,8 +17,8 @@
 static inline ptrdiff_t gemm_cdiv(ptrdiff_t a, ptrdiff_t b) { return (a + b - 1) / b; }
 static inline ptrdiff_t gemm_round_up(ptrdiff_t a, ptrdiff_t b) { return gemm_cdiv(a, b) * b; }
 
-/* Never run a path this CPU lacks, whatever the caller asks for. */
-static int gemm_clamp_simd(int simd) {
+/* Never run a path this CPU lacks, whatever the caller asks for (gemm_internal.h). */
+int plast_gemm_clamp_simd(int simd) {
     static int max_level = -1;
     int mx = __atomic_load_n(&max_level, __ATOMIC_RELAXED);
     if (mx < 0) {

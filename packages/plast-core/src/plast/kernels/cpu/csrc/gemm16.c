@@ -506,24 +506,13 @@ static int g16_tiled(const g16_args *g, int nthreads, ptrdiff_t M, ptrdiff_t N) 
 
 /* ---------------------------------------------------------------------------------------------------------- */
 
-static int g16_clamp(int simd) {
-    static int max_level = -1;
-    int mx = __atomic_load_n(&max_level, __ATOMIC_RELAXED);
-    if (mx < 0) {
-        mx = plast_cpu_simd_max();
-        __atomic_store_n(&max_level, mx, __ATOMIC_RELAXED);
-    }
-    if (simd < PLAST_SIMD_SCALAR) return PLAST_SIMD_SCALAR;
-    return simd > mx ? mx : simd;
-}
-
-int plast_gemm_bf16_path(int simd) { return g16_clamp(simd); }
+int plast_gemm_bf16_path(int simd) { return plast_gemm_clamp_simd(simd); }
 
 int plast_gemm_bf16(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t M, ptrdiff_t N, ptrdiff_t K,
                     float alpha, const uint16_t *A, ptrdiff_t lda, const uint16_t *B, ptrdiff_t ldb, float beta,
                     void *C, ptrdiff_t ldc, int out16, const plast_gemm_epilogue *ep) {
     if (M <= 0 || N <= 0) return PLAST_GEMM_OK;
-    const int path = g16_clamp(simd);
+    const int path = plast_gemm_clamp_simd(simd);
 #if PLAST_X86
     if (path >= PLAST_SIMD_AVX512_BF16 && K > 0 && alpha != 0.0f) {
         const g16_args g = {
@@ -539,6 +528,6 @@ int plast_gemm_f16(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t M
                    const uint16_t *A, ptrdiff_t lda, const uint16_t *B, ptrdiff_t ldb, float beta, void *C,
                    ptrdiff_t ldc, int out16, const plast_gemm_epilogue *ep) {
     if (M <= 0 || N <= 0) return PLAST_GEMM_OK;
-    return g16_widening(0, g16_clamp(simd), nthreads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                        out16, ep);
+    return g16_widening(0, plast_gemm_clamp_simd(simd), nthreads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+                        beta, C, ldc, out16, ep);
 }

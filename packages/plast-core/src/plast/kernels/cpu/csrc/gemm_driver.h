@@ -15,7 +15,7 @@
 #endif
 
 static const DKERNELS *DNAME(kernels_for)(int simd) {
-    simd = gemm_clamp_simd(simd);
+    simd = plast_gemm_clamp_simd(simd);
 #if PLAST_X86
     if (simd >= PLAST_SIMD_AVX512) return &DCAT(plast_gemm_kernels, DCAT(DS, avx512));
     if (simd >= PLAST_SIMD_AVX2) return &DCAT(plast_gemm_kernels, DCAT(DS, avx2));

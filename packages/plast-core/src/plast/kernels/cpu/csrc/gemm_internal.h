@@ -13,6 +13,9 @@
  * buffer per thread, reused by the next call: a caller must not hold it across another GEMM call. */
 void *plast_gemm_scratch(size_t bytes);
 
+/* `simd` lowered to the best level this CPU has (gemm.c): no path runs that the CPU lacks. */
+int plast_gemm_clamp_simd(int simd);
+
 /* Scalar math the kernel template calls by element type. */
 static inline float gemm_exp_f32(float x) { return expf(x); }
 static inline double gemm_exp_f64(double x) { return exp(x); }
