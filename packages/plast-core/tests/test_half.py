@@ -177,8 +177,7 @@ def test_reductions_and_norms(dtype):
     close(plast.softmax(p, -1), torch.softmax(t, -1), dtype, 1, atol=ULP[dtype] * 2**-8)
     close(plast.log_softmax(p, -1), torch.log_softmax(t, -1), dtype, 2)
     w, tw = pair(rng.uniform(0.5, 1.5, 32), dtype, requires_grad=True)
-    ln = plast.nn.functional.layer_norm if hasattr(plast, "nn") else None
-    yp = plast.layer_norm(p, (32,), w, None, 1e-5) if ln is None else ln(p, (32,), w, None, 1e-5)
+    yp = plast.layer_norm(p, (32,), w, None, 1e-5)
     yt = torch.nn.functional.layer_norm(t, (32,), tw, None, 1e-5)
     close(yp, yt, dtype, 2, atol=ULP[dtype])
     yp.sum().backward()
@@ -345,6 +344,13 @@ def test_random_draws_in_16bit_are_float32_draws_rounded(dtype):
 # in 16 bits against torch's 16-bit result: the type, and the value to a few units of bfloat16
 _A = np.random.default_rng(0).uniform(-2, 2, (4, 6)).astype(np.float32)
 _IDX = np.array([[0, 2, 1, 3, 0, 1]] * 4)
+
+
+def _fn(lib):
+    """Where the functional ops live: plast itself (plast-core's tests run without plast-nn), torch.nn.functional."""
+    return lib if lib is plast else lib.nn.functional
+
+
 FAMILY = {
     "zero_": lambda L, x: x.clone().zero_(),
     "fill_": lambda L, x: x.clone().fill_(1.5),
@@ -359,8 +365,8 @@ FAMILY = {
     "sort": lambda L, x: L.sort(x, 1)[0],
     "topk": lambda L, x: L.topk(x, 2, 1)[0],
     "where": lambda L, x: L.where(x > 0, x, L.zeros_like(x)),
-    "pad": lambda L, x: L.nn.functional.pad(x, (1, 1)),
-    "embedding": lambda L, x: L.nn.functional.embedding(L.tensor([0, 3, 3]), x),
+    "pad": lambda L, x: _fn(L).pad(x, (1, 1)),
+    "embedding": lambda L, x: _fn(L).embedding(L.tensor([0, 3, 3]), x),
     "softmax": lambda L, x: L.softmax(x, 1),
     "max": lambda L, x: x.max(),
     "argmax": lambda L, x: x.argmax(1),
@@ -374,11 +380,11 @@ FAMILY = {
     "flip": lambda L, x: L.flip(x, [1]),
     "roll": lambda L, x: L.roll(x, 1, 1),
     "einsum": lambda L, x: L.einsum("ij,kj->ik", x, x),
-    "sdpa": lambda L, x: L.nn.functional.scaled_dot_product_attention(
+    "sdpa": lambda L, x: _fn(L).scaled_dot_product_attention(
         x[None, None], x[None, None], x[None, None], is_causal=True
     )[0, 0],
-    "layer_norm": lambda L, x: L.nn.functional.layer_norm(x, (6,)),
-    "conv2d": lambda L, x: L.nn.functional.conv2d(x[None, None], x[None, None, :3, :3]),
+    "layer_norm": lambda L, x: _fn(L).layer_norm(x, (6,)),
+    "conv2d": lambda L, x: _fn(L).conv2d(x[None, None], x[None, None, :3, :3]),
     "setitem": lambda L, x: _set(x.clone()),
     "scatter_add": lambda L, x: L.zeros(4, 6, dtype=x.dtype).scatter_add(1, L.tensor(_IDX), x),
     "index_add": lambda L, x: L.zeros(4, 6, dtype=x.dtype).index_add(0, L.tensor([0, 0, 1, 2]), x),
