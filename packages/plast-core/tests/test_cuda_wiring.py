@@ -921,3 +921,18 @@ def test_gpu_save_and_load_keeps_devices(rng, tmp_path):
     np.testing.assert_array_equal(back["nested"][0].numpy(), w.numpy().T)
     assert plast.load(tmp_path / "g.safetensors", map_location="cpu")["w"].device == "cpu"
     assert plast.load(tmp_path / "g.safetensors", map_location={"cpu": "cuda"})["c"].device == "cuda"
+
+
+def test_16bit_tensors_on_cuda_say_they_are_not_supported_yet(fake_cuda):
+    """No 16-bit CUDA kernels yet: making, moving or casting to a bfloat16/float16 CUDA tensor is a clear error."""
+    x = plast.ones(3).cuda()
+    for make in (
+        lambda: plast.zeros(3, dtype=plast.bfloat16, device="cuda"),
+        lambda: plast.ones(3, dtype=plast.float16).to("cuda"),
+        lambda: x.to(plast.bfloat16),
+        lambda: x.half(),
+    ):
+        with pytest.raises(NotImplementedError, match="no 16-bit kernels"):
+            make()
+    with pytest.raises(NotImplementedError, match="no 16-bit kernels"), plast.autocast("cuda"):
+        pass

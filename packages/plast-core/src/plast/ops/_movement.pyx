@@ -7,7 +7,7 @@ functions with the backward rules and the rest of the module.
 """
 
 from plast._core._structs cimport TensorBase, nbytes, new_lazy
-from plast.graph._graph cimport record
+from plast.graph._graph cimport convert, record
 from plast.kernels.cpu._kernels cimport copy_run
 
 from .._core import dtypes as _dtypes
@@ -18,14 +18,14 @@ from ..kernels.host import copy_values
 from .._core.errors import ShapeError
 from .._core._shapes import contiguous_strides, norm_dim
 
-cdef object CAST = None, COPY = None, VIEW = None, EXPAND = None, PERMUTE = None
+cdef object COPY = None, VIEW = None, EXPAND = None, PERMUTE = None
 cdef object _dtype_type = _dtypes.dtype
 
 
 def bind(ops):
     """Take the op rows (ops/movement.py registers them)."""
-    global CAST, COPY, VIEW, EXPAND, PERMUTE
-    CAST, COPY, VIEW, EXPAND, PERMUTE = ops["cast"], ops["copy"], ops["view"], ops["expand"], ops["permute"]
+    global COPY, VIEW, EXPAND, PERMUTE
+    COPY, VIEW, EXPAND, PERMUTE = ops["copy"], ops["view"], ops["expand"], ops["permute"]
 
 
 cdef inline Py_ssize_t _numel(object shape) except -1:
@@ -49,10 +49,7 @@ def cast(x, dtype):
     """x converted to `dtype` (x itself when it already has it)."""
     if type(dtype) is not _dtype_type:
         dtype = _dtypes.as_dtype(dtype)
-    cdef TensorBase t = <TensorBase?>x
-    if t.dtype is dtype:
-        return x
-    return record(CAST, (t,), (dtype.code,), [(t._shape, dtype)], t.device)[0]
+    return convert(x, dtype)  # the recorder's cast row (graph/_graph.pyx)
 
 
 def contiguous(x):

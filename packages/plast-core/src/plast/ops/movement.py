@@ -50,7 +50,7 @@ def _permute_bw(node, g):
 PERMUTE = register("permute", cpu=cpu.view, backward=_permute_bw, view=True, saves_inputs=False)
 
 
-_movement.bind({"cast": CAST, "copy": COPY, "view": VIEW, "expand": EXPAND, "permute": PERMUTE})
+_movement.bind({"copy": COPY, "view": VIEW, "expand": EXPAND, "permute": PERMUTE})
 # The op-layer functions are compiled (ops/_movement.pyx): a training step calls them dozens of times.
 cast, contiguous, view, reshape = _movement.cast, _movement.contiguous, _movement.view, _movement.reshape
 expand, permute, transpose = _movement.expand, _movement.permute, _movement.transpose
