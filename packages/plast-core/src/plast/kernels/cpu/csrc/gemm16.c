@@ -225,18 +225,16 @@ PLAST_TARGET_AVX512 static void g16_pack_b(const g16_args *g, ptrdiff_t j, ptrdi
             }
         } else {
             /* B stored [N, K]: the pair (k, k + 1) of column c is one 32-bit word of storage row c, so each tile
-             * is a 16 x 16 transpose of 32-bit words */
-            if (w < 16 || K != g->KP) memset(panel, 0, (size_t)(kq * G16_TILE) * sizeof(uint16_t));
-            for (ptrdiff_t c = 0; c < w; c++) {
-                const uint16_t *src = B + (j + c0 + c) * ldb;
-                uint16_t *dst = panel + c * 2;
-                ptrdiff_t k = 0;
-                for (; k + 1 < K; k += 2) {
-                    uint32_t word;
-                    memcpy(&word, src + k, sizeof word);
-                    memcpy(dst + (k / 32) * G16_TILE + ((k % 32) / 2) * 32, &word, sizeof word);
-                }
-                if (k < K) dst[(k / 32) * G16_TILE + ((k % 32) / 2) * 32] = src[k];
+             * is a 16 x 16 transpose of 32-bit words: the 16 columns' 32 depths loaded as rows, transposed */
+            for (ptrdiff_t q = 0; q < kq; q++) {
+                const ptrdiff_t k0 = q * 32, kw = g16_min(32, K - k0);
+                const __mmask32 km = kw >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << kw) - 1u);
+                __m512i r[16];
+                for (int c = 0; c < 16; c++)
+                    r[c] = c < w ? _mm512_maskz_loadu_epi16(km, B + (j + c0 + c) * ldb + k0) : _mm512_setzero_si512();
+                g16_transpose16x16(r);
+                uint16_t *tile = panel + q * G16_TILE;
+                for (int kp = 0; kp < 16; kp++) _mm512_storeu_si512(tile + kp * 32, r[kp]);
             }
         }
     }
