@@ -1,4 +1,4 @@
-"""autocast's op lists and the casts they ask for (torch's CPU and CUDA lists, for the ops plast-core has).
+"""autocast's op lists and the casts they ask for (torch's CPU lists, for the ops plast-core has).
 
 Inside ``plast.autocast(device_type, dtype)`` an op call casts its floating arguments first, by the op's list
 (each listed function starts with ``if _ac.active:`` and one of the helpers below):
