@@ -192,11 +192,12 @@ def scaled_dot_product_attention(
 
 
 def _flash_fits(q, k, v, scale):
-    """The blocked kernel takes these operands: CPU, float32/float64, at least 3-d with equal batch dims
-    (after GQA's repeat), nonempty head dims, a finite scale."""
+    """The blocked kernel takes these operands: CPU, float32/float64 (or bfloat16/float16, which its row computes
+    in float32 and rounds once: the recorder widens them), at least 3-d with equal batch dims (after GQA's
+    repeat), nonempty head dims, a finite scale."""
     return (
         q.device.type == "cpu"
-        and q.dtype in (dtypes.float32, dtypes.float64)
+        and q.dtype in (dtypes.float32, dtypes.float64, dtypes.bfloat16, dtypes.float16)
         and q.ndim >= 3
         and q.ndim == k.ndim == v.ndim
         and tuple(q.shape[:-2]) == tuple(k.shape[:-2]) == tuple(v.shape[:-2])
