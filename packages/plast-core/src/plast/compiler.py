@@ -21,8 +21,8 @@ False
 
 import contextlib
 
-from .graph._mutation import UpdateReplay, capture_begin, capture_end, replays_enabled
-from .graph.tape import note_state, runtime_input, tracing
+from .graph._mutation import UpdateReplay, replays_enabled
+from .graph.tape import UpdateCapture, note_state, recording, runtime_input, tracing
 
 is_compiling = (
     tracing  # True while a @plast.jit function is being traced (one call: modules ask on every call)
@@ -36,14 +36,15 @@ def update_replays_enabled() -> bool:
 
 @contextlib.contextmanager
 def capture_updates():
-    """Record the fused update calls (``plast.*_update_`` ops) run inside the block; the list of calls is
-    ``yield``-ed empty and filled when the block ends, ready for ``UpdateReplay(calls, ...)``."""
+    """Record the fused update calls (``plast.*_update_`` ops) run inside the block; the list of calls (the
+    steps of the tape they were recorded on) is ``yield``-ed empty and filled when the block ends, ready for
+    ``UpdateReplay(calls, ...)``."""
     calls = []
-    capture_begin()
-    try:
-        yield calls
-    finally:
-        calls.extend(capture_end())
+    with recording(UpdateCapture()) as tape:
+        try:
+            yield calls
+        finally:
+            calls.extend(tape.steps)
 
 
 __all__ = [

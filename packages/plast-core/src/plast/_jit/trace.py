@@ -39,7 +39,7 @@ from ..graph._graph import tensor_class
 from ..graph._replay import run
 from ..graph.planner import plan_memory
 from ..graph.realize import realize
-from ..graph.tape import Step, Tape
+from ..graph.tape import Step, Trace, recording
 from ..memory import arenas as _arenas
 from ..ops._movement import persistent_copy
 
@@ -138,7 +138,13 @@ class JitFunction:
 
     def __call__(self, *args, **kwargs):
         if _tape_mod._tape is not None:
-            raise JitError("calling a @plast.jit function while another one is being traced is not supported")
+            if _tape_mod.tracing():
+                raise JitError(
+                    "calling a @plast.jit function while another one is being traced is not supported"
+                )
+            raise JitError(
+                f"calling a @plast.jit function while {_tape_mod._tape.what} is recorded is not supported"
+            )
         tensors = [
             a for a in (args + tuple(kwargs.values()) if kwargs else args) if isinstance(a, TensorBase)
         ]
@@ -171,16 +177,12 @@ class JitFunction:
 
         args2 = [sub(a) for a in args]
         kwargs2 = {k: sub(v) for k, v in kwargs.items()}
-        tape = Tape()
-        _tape_mod._tape = tape
-        try:
+        with recording(Trace()) as tape:
             out = self.fn(*args2, **kwargs2)
             leaves = []
             tree = _flatten(out, leaves)
             realize([t for t in leaves if t._storage is None])
             results = [persistent_copy(t) for t in leaves]  # taped: copies into persistent memory
-        finally:
-            _tape_mod._tape = None
         self.traces += 1
         plan = Plan()
         plan.steps = tape.steps

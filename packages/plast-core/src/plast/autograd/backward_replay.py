@@ -14,9 +14,9 @@ from .._core._structs import Node, TensorBase
 from ..graph import realize
 from ..graph._graph import tensor_class
 from ..graph._replay import compile_steps
-from ..graph._scheduler import _GroupKernel, set_capture
+from ..graph._scheduler import _GroupKernel
 from ..graph.planner import place
-from ..graph.tape import Step
+from ..graph.tape import Step, Tape, recording
 from ..ops.factory import SCALAR_CACHE
 from . import _backward_replay as _br
 from ._backward import root_ones
@@ -60,11 +60,8 @@ def record(s, root, run):
     checked = []
     rec = _Recorder(s, grads_before, ones)
     realizes = realize._STATS["realizes"]
-    set_capture(rec)
-    try:
+    with recording(rec):
         visited = run([root], [ones], checked)
-    finally:
-        set_capture(None)
     program = None
     try:
         if realize._STATS["realizes"] - realizes > 1:
@@ -84,15 +81,18 @@ def _live(table, obj):
     return e[1] if e is not None and e[0]() is obj else None
 
 
-class _Recorder:
-    """Builds the Program of a recorded backward call while it runs: the scheduler hands it each kernel it runs
-    (``append``, graph/_scheduler.set_capture), and each becomes a step over stand-in tensors at once. Nothing
+class _Recorder(Tape):
+    """The tape of a recorded backward call, building its Program while it runs: the engine hands it each kernel
+    and copy it runs (``kernel``, graph/tape's hooks), and each becomes a step over stand-in tensors at once. Nothing
     of the call is held, so its intermediate results die when the ordinary backward drops them, as they do
     without a recording (holding every kernel's tensors until the end made the recording call's memory the sum
     of all of them). Memory is told apart by its storage object, through weak references: a storage that died
     may leave its id to a new one. ``finish`` makes the Program, or raises Unreplayable."""
 
+    what = "a backward pass"
+
     def __init__(self, s, grads_before, ones):
+        super().__init__()
         self.s, self.grads_before = s, grads_before
         n = self.n = len(s.leaves)
         # memory the call read that the next graph brings: its input tensors' and their gradients' (alive
@@ -122,14 +122,15 @@ class _Recorder:
         self.nbytes, self.persistent, self.first, self.last = [], [], {}, {}
         self.alias_of = {}  # id(tensor) -> (weakref, its stand-in)
         self.aliases, self.alias_src, self.alias_delta = [], [], []
-        self.steps = []
         self.failed = None
 
-    def append(self, item):
+    def kernel(self, kernel, node, inputs, outputs, what, kind="kernel", mutated=()):
         if self.failed is not None:
             return
         try:
-            self._step(*item)
+            if kind != "kernel" and kind != "copy":
+                raise Unreplayable(f"backward ran {what} ({kind}): a program replays kernels and copies only")
+            self._step(kernel, node, inputs, outputs, what)
         except Unreplayable as e:
             self.failed = e
             self.steps = self.aliases = None  # nothing more to build
@@ -173,7 +174,7 @@ class _Recorder:
             self.alias_delta.append(t._offset - base)
         return a
 
-    def _step(self, kernel, node, inputs, outputs):
+    def _step(self, kernel, node, inputs, outputs, what):
         i = len(self.steps)
         if isinstance(kernel, _GroupKernel) and _holds_tensor(kernel.args):
             raise Unreplayable(f"fused kernel {node.op.name} has tensor arguments")
@@ -183,7 +184,7 @@ class _Recorder:
         if node is not None:  # the kernel reads op, args, specs, device: not the node's edges
             stand_in = Node(node.op, (), node.args, node.specs, node.device)
             stand_in.outputs = []
-        self.steps.append(Step(kernel, stand_in, ins, outs, node.op.name if node is not None else "copy"))
+        self.steps.append(Step(kernel, stand_in, ins, outs, what))
 
     def finish(self, checked, visited):
         """The Program of the recorded call (`checked`: nodes whose saved inputs backward checked; `visited`:

@@ -45,7 +45,7 @@ def backward_leaves(tensors, grad_tensors, checked=None, retain_graph=None, crea
         return order
     # Gradients are computed straight into persistent memory where they can be (a jit trace copies them: its
     # replay keeps the memory it traced).
-    place, keys = place_gradients(grads) if tape._tape is None else (None, None)
+    place, keys = place_gradients(grads) if not tape.tracing() else (None, None)
     _finish(order, grads, retain_graph, create_graph, place)
     for i, (t, g) in enumerate(updates):
         st = place.get(keys[i]) if place and keys[i] is not None else None

@@ -5,8 +5,8 @@ this once per optimizer step, and its checks over every parameter, gradient and 
 step's optimizer time in Python.
 
 `UpdateReplay` runs an eager optimizer's updates of one step again on a later step, with that step's
-gradients: the optimizer records its calls once (`capture_begin` / `capture_end` around its update), and each
-later step only checks, in C, that nothing they were built from has changed (the param lists, every parameter's
+gradients: the optimizer records its update once (into graph/tape's UpdateCapture, the engine's one tape
+type), and each later step only checks, in C, that nothing they were built from has changed (the param lists, every parameter's
 having a gradient or not, the state and option entries the optimizer names) before running the same kernels
 on the same nodes, so a CPU kernel keeps its packed table of addresses (kernels/cpu/_optim.Plan)."""
 
@@ -25,8 +25,6 @@ from .realize import realize
 from .._core._state cimport flag, is_set
 
 cdef dict _AG = autograd_state.__dict__, _TAPE = tape.__dict__
-
-cdef list _captured = None  # while an optimizer records its update: (op, inputs, args, mutated) per call
 
 
 cpdef list pending_readers(storage):
@@ -132,28 +130,10 @@ def apply_mutation(op, list inputs, args, list mutated):
     if kernel is None:
         raise NotImplementedError(f"op {op.name!r} has no {t.device.type} kernel yet")
     if is_set(_TAPE, "_tape"):
-        tape.note_mutation(node)
+        tape.note_mutation(node, mutated)
     kernel(node, node.inputs, [])
     node.done = True
     _bump_versions(inputs, mutated)
-    if _captured is not None:
-        _captured.append((op, list(inputs), args, list(mutated)))
-
-
-def capture_begin():
-    """Start recording the calls apply_mutation runs (an optimizer's first eager step, to build an
-    UpdateReplay from them)."""
-    global _captured
-    if _captured is not None:
-        raise RuntimeError("capture_begin: a capture of optimizer updates is already running")
-    _captured = []
-
-
-def capture_end():
-    """Stop recording; the (op, inputs, args, mutated) of each call since capture_begin."""
-    global _captured
-    calls, _captured = _captured, None
-    return calls or []
 
 
 def replays_enabled():
@@ -177,7 +157,7 @@ cdef class _Call:
 cdef class UpdateReplay:
     """The fused updates of one eager optimizer step, to run again with later steps' gradients.
 
-    Built from ``capture_end()``'s calls (fused updates whose inputs hold their parameters at ``[h, h + n)`` and
+    Built from the steps of an UpdateCapture tape (fused updates whose inputs hold their parameters at ``[h, h + n)`` and
     those parameters' ``.grad`` at ``[h + n, h + 2n)``, n and h being ``args[0]`` and ``args[1]``, as
     ``sgd_update_``, ``adam_update_`` and ``rmsprop_update_`` lay them out) and what they depend on:
 
@@ -204,14 +184,15 @@ cdef class UpdateReplay:
     cdef list attrs
     cdef readonly Py_ssize_t runs
 
-    def __init__(self, calls, sequences=(), params=(), watch=(), attrs=()):
+    def __init__(self, calls, sequences=(), params=(), watch=(), attrs=()):  # calls: the captured Steps
         cdef _Call c
         cdef Py_ssize_t i, n, h
         cdef TensorBase p, g
         if not calls:
             raise ValueError("UpdateReplay: no calls to replay")
         self.calls = []
-        for op, inputs, args, mutated in calls:
+        for step in calls:
+            op, inputs, args, mutated = step.node.op, step.inputs, step.node.args, step.mutated
             n, h = args[0], args[1]
             if len(inputs) < h + 2 * n:
                 raise ValueError(f"UpdateReplay: {op.name} has {len(inputs)} inputs, fewer than {h} + 2 * {n}")
@@ -310,7 +291,7 @@ cdef class UpdateReplay:
         cdef _Call c
         cdef TensorBase t
         cdef Py_ssize_t i
-        if is_set(_TAPE, "_tape") or _captured is not None or not self._unchanged():
+        if is_set(_TAPE, "_tape") or not self._unchanged():
             return False
         try:
             for c in self.calls:

@@ -40,23 +40,6 @@ cdef inline object _alloc(object arena, Py_ssize_t size):
         return (<Arena>arena).alloc(size)
     return arena.new(size)  # a device arena (memory/cuda.py)
 
-# While autograd/backward_replay.py records a backward pass: an object whose append() gets every kernel run as
-# (kernel, node, inputs, outputs) (the recorder, which turns each into a step of a replayable program at once).
-cdef object _capture = None
-
-
-def set_capture(capture):
-    """Start (an object with append, a list in tests) or stop (None) recording the kernels this module runs
-    (autograd/backward_replay.py)."""
-    global _capture
-    _capture = capture
-
-
-def note_copy(dst, src):
-    """A copy into `dst` ran outside this module (a gradient's persistent copy): recorded like a kernel."""
-    if _capture is not None:
-        _capture.append((_K_copy, None, (src,), [dst]))
-
 
 def schedule(targets):
     """Nodes needed to realize `targets`, in topological order (inputs first)."""
@@ -212,8 +195,6 @@ cpdef run_node(Node node, dict slots, object check_nan):
             raise
         if tape._tape is not None:
             tape.note_kernel(kernel, node, node.inputs, outs)
-        if _capture is not None:
-            _capture.append((kernel, node, node.inputs, outs))
         if autograd_state.anomaly_detection:
             check_nan(node, outs)
     finish_node(node, outs)
@@ -259,8 +240,6 @@ cpdef run_group(object g, dict slots):
         raise
     if tape._tape is not None:
         tape.note_kernel(_GroupKernel(kernel, args), root, inputs, outs)
-    if _capture is not None:
-        _capture.append((_GroupKernel(kernel, args), root, inputs, outs))
     finish_node(root, outs)
 
 

@@ -190,7 +190,7 @@ def _plan(order):
         for rid, (nodes, ext, program) in chains.find_chains(order, internal, covered | set(groups)).items():
             groups[rid] = fusion.Group(chains.RULE, nodes, chains.kernel, ext, (program,))
             covered.update(id(n) for n in nodes[:-1])
-    layout, total = _memory_plan(order, internal, covered, groups) if tape._tape is None else ({}, 0)
+    layout, total = _memory_plan(order, internal, covered, groups) if not tape.tracing() else ({}, 0)
     pos = {id(n): i for i, n in enumerate(order)}
     plan = Plan(
         [_plan_entry(g, pos, internal) for g in groups.values()],
@@ -221,7 +221,7 @@ def realize(targets, place=None):
     groups, covered, slots = {}, (), place or None
     if len(order) > 1:
         groups, covered, plan = _plan(order)
-        if plan.layout and tape._tape is None:
+        if plan.layout and not tape.tracing():
             block = _arenas.transient(order[0].device.type).new(plan.block_bytes)
             slots = planned_slots(order, plan.slots(order), block, place)
             block = None

@@ -1,13 +1,25 @@
-"""The tape: what ``@plast.jit`` records while it traces (DESIGN §2.5), and the hooks the engine calls to write
-to it.
+"""The tape: the one recording of the kernels the engine runs (DESIGN §2.5), and the hooks the engine calls to
+write to it.
 
-While a trace runs, ``_tape`` is its Tape, and every kernel the engine runs is noted here: op kernels
-(graph/realize.py, graph/_scheduler.pyx), in-place copies (graph/inplace.py), fused updates (graph/_mutation.pyx),
-gradient write-backs (autograd) and random fills (plast.random, plast.creation). The tape lives in the graph layer
-so that the layers that run kernels can write to it without importing the tracer above them (plast._jit.trace,
-which starts and ends a trace and turns its tape into a plan).
+Three things record a stretch of execution and play it again later, and all three record here, into a `Tape`
+installed with ``recording(tape)``:
+
+* a ``@plast.jit`` trace (`Trace`, plast._jit.trace): every kernel, copy, fused update and random fill of the
+  traced step, over the tensors it ran on; the plan replays them (graph/_replay.pyx, or a CUDA graph captured
+  from the same steps, kernels/cuda/graphs.py);
+* an eager backward pass being recorded (autograd/backward_replay.py's recorder): its kernels and copies, each
+  turned at once into a step over stand-in tensors; its Program replays them (graph/_replay.pyx);
+* an eager optimizer step's fused updates (`UpdateCapture`, graph/_mutation.pyx): the steps an UpdateReplay runs
+  again with later steps' gradients.
+
+The engine's hooks (``note_kernel``, ``note_copy``, ``note_mutation``, ``note_random``) hand every kernel call to
+the tape as a `Step`; a tape keeps what it can replay and says so where it cannot. Only one recording runs at a
+time. The tape lives in the graph layer so that the layers that run kernels (graph/realize.py,
+graph/_scheduler.pyx, graph/inplace.py, graph/_mutation.pyx, autograd, ops) can write to it without importing
+what records above them; kernels never see it.
 """
 
+import contextlib
 import weakref
 
 from ..kernels.cpu.kernels import copy as cpu_copy
@@ -19,37 +31,89 @@ _host_side = 0  # >0 while runtime_input callbacks run: their writes are not par
 
 
 def tracing():
-    """True while a @plast.jit function is being traced."""
-    return _tape is not None
+    """True while a @plast.jit function is being traced (not while a backward pass or an optimizer's updates
+    are recorded: those run as they would unrecorded)."""
+    return _tape is not None and _tape.traces
+
+
+@contextlib.contextmanager
+def recording(tape):
+    """Make `tape` the recording for the block: every kernel the engine runs in it is handed to
+    ``tape.kernel``."""
+    global _tape
+    if _tape is not None:
+        raise RuntimeError(f"plast: cannot record {tape.what} while {_tape.what} is being recorded")
+    _tape = tape
+    try:
+        yield tape
+    finally:
+        _tape = None
 
 
 class Step:
-    """One kernel call of a plan: ``kernel(node, inputs, outputs)`` with tensors bound to plan memory. `kind` is
-    "kernel", "copy", "random" (a fill that draws again on replay) or "mutation" (writes its inputs)."""
+    """One kernel call of a recording: ``kernel(node, inputs, outputs)`` with tensors bound to the recording's
+    memory. `kind` is "kernel", "copy", "random" (a fill that draws again on replay) or "mutation" (a fused
+    update writing ``inputs[i] for i in mutated`` in place)."""
 
-    __slots__ = ("kernel", "node", "inputs", "outputs", "what", "kind")
+    __slots__ = ("kernel", "node", "inputs", "outputs", "what", "kind", "mutated")
 
-    def __init__(self, kernel, node, inputs, outputs, what, kind="kernel"):
+    def __init__(self, kernel, node, inputs, outputs, what, kind="kernel", mutated=()):
         self.kernel = kernel
         self.node = node
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.what = what
         self.kind = kind
+        self.mutated = tuple(mutated)
 
     def __repr__(self):
         return f"<Step {self.what}>"
 
 
 class Tape:
+    """A recording: the steps handed to it, in order. Subclasses keep what their replay needs."""
+
+    traces = False  # a jit trace: ops that read values in Python refuse, memory is not planned (see Trace)
+    what = "a recording"
+
     def __init__(self):
         self.steps = []
+
+    def kernel(self, kernel, node, inputs, outputs, what, kind="kernel", mutated=()):
+        self.steps.append(Step(kernel, node, inputs, outputs, what, kind, mutated))
+
+
+class Trace(Tape):
+    """A ``@plast.jit`` trace: every step, over the tensors it ran on, the storages kernels allocated (the
+    plan's memory), the runtime inputs to call before each replay and the state keys that invalidate the plan.
+    While it records, the scheduler plans no memory (the plan lays out its own) and ops that would read values
+    in Python refuse."""
+
+    traces = True
+    what = "a @plast.jit trace"
+
+    def __init__(self):
+        super().__init__()
         self.created = {}  # id(storage) -> storage, for storages allocated by kernels while tracing
         self.runtime_inputs = []
         self.states = []  # (weakref(obj), keyfn, key)
 
-    def kernel(self, kernel, node, inputs, outputs, what, kind="kernel"):
-        self.steps.append(Step(kernel, node, inputs, outputs, what, kind))
+    def kernel(self, kernel, node, inputs, outputs, what, kind="kernel", mutated=()):
+        if kind == "kernel" or kind == "random":
+            for o in outputs:
+                self.created[id(o._storage)] = o._storage
+        self.steps.append(Step(kernel, node, inputs, outputs, what, kind, mutated))
+
+
+class UpdateCapture(Tape):
+    """An eager optimizer step's fused updates (graph/_mutation.UpdateReplay's input). Only the updates are
+    kept: what their inputs needed computed first is computed again by each replay."""
+
+    what = "an optimizer's updates"
+
+    def kernel(self, kernel, node, inputs, outputs, what, kind="kernel", mutated=()):
+        if kind == "mutation":
+            self.steps.append(Step(kernel, node, inputs, outputs, what, kind, mutated))
 
 
 # ---- hooks the engine calls -------------------------------------------------------------------------------
@@ -58,8 +122,6 @@ class Tape:
 def note_kernel(kernel, node, inputs, outputs):
     """graph/realize.py ran an op kernel."""
     if _tape is not None and not _host_side:
-        for o in outputs:
-            _tape.created[id(o._storage)] = o._storage
         _tape.kernel(kernel, node, inputs, outputs, node.op.name)
 
 
@@ -86,26 +148,27 @@ def device_copy(node, inputs, outputs):
         write_host(dst, host_array(src))
 
 
-def note_mutation(node):
-    """A fused in-place kernel (optimizer update) ran on node.inputs."""
+def note_mutation(node, mutated):
+    """A fused in-place kernel (optimizer update) ran on node.inputs, writing ``node.inputs[i] for i in
+    mutated``."""
     if _tape is not None and not _host_side:
-        node.reruns = True  # a plan step: its kernel may keep what it packs (node.scratch)
+        if _tape.traces:
+            node.reruns = True  # a plan step: its kernel may keep what it packs (node.scratch)
         kernel = node.op.kernels[node.inputs[0].device.type]
-        _tape.kernel(kernel, node, node.inputs, [], node.op.name, "mutation")
+        _tape.kernel(kernel, node, node.inputs, [], node.op.name, "mutation", mutated)
 
 
 def note_random(fill_fn, t, what):
     """t was filled with random numbers by fill_fn(t) (on t's device); a replay draws again, from the
     generator's offset then."""
     if _tape is not None and not _host_side:
-        _tape.created[id(t._storage)] = t._storage
         _tape.kernel(lambda node, inputs, outputs: fill_fn(outputs[0]), None, [], [t], what, "random")
 
 
 def note_state(obj, keyfn):
     """Record keyfn() of obj; a later call whose keyfn() differs traces again (modules: training flag and
     parameters)."""
-    if _tape is not None:
+    if tracing():
         _tape.states.append((weakref.ref(obj), keyfn, keyfn()))
 
 
@@ -113,7 +176,7 @@ def runtime_input(fn):
     """Call fn now and before every replay of the plan being traced. What fn writes (e.g. an optimizer copying
     the current learning rate into its hyperparameter tensor) is a runtime input, not part of the plan."""
     global _host_side
-    if _tape is not None:
+    if tracing():
         _tape.runtime_inputs.append(fn)
     _host_side += 1
     try:

@@ -12,7 +12,6 @@ from plast.kernels.cpu._kernels cimport copy_run
 
 from .._core import dtypes as _dtypes
 from ..graph import tape
-from ..graph._scheduler import note_copy
 from ..memory import arenas as _arenas
 from ..kernels.host import copy_values
 from .._core.errors import ShapeError
@@ -254,5 +253,4 @@ def persistent_copy(TensorBase t):
             copy_values(out, t)
     if tape._tape is not None:
         tape.note_copy(out, t, "persist")
-    note_copy(out, t)
     return out
