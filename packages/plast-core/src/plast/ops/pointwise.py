@@ -31,10 +31,6 @@ def is_operand(v):
     return isinstance(v, (TensorBase, *_SCALARS, np.generic))
 
 
-def _scalar_dtype(v):
-    return dtypes.bool_ if isinstance(v, bool) else dtypes.int64 if isinstance(v, int) else dtypes.float32
-
-
 def _operands(vals, opname, device=None):
     """Tensors and Python scalars -> tensors of one promoted dtype on one device: (tensors, dtype, device)."""
     vals = [v.item() if isinstance(v, np.generic) else v for v in vals]
