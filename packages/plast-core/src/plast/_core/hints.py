@@ -24,9 +24,21 @@ TensorOrNumber = TensorBase | int | float | bool
 DTypeLike = dtype | str | type | np.dtype
 # what plast.device takes: a plast.device, plast.Device.CPU/CUDA, or "cpu" / "cuda" / "cuda:1"
 DeviceLike = device | Device | str
-# a shape: a tuple or list of ints (plast.Size is a tuple)
+# a shape: a sequence of ints (plast.Size is a tuple)
 ShapeLike = Sequence[int]
+# one entry of a size given as varargs (zeros(2, 3), x.view(6), x.permute(1, 0)): an int, or the whole size
+# packed in one tuple or list (zeros((2, 3)), x.view([6]))
+SizeArg = int | tuple[int, ...] | list[int]
 # a dimension argument that may name several dimensions
 Dims = int | Sequence[int]
 
-__all__ = ["DTypeLike", "DeviceLike", "Dims", "Number", "ShapeLike", "TensorBase", "TensorOrNumber"]
+__all__ = [
+    "DTypeLike",
+    "DeviceLike",
+    "Dims",
+    "Number",
+    "ShapeLike",
+    "SizeArg",
+    "TensorBase",
+    "TensorOrNumber",
+]

@@ -13,7 +13,7 @@ from .._core import dtypes
 from .._core._structs import TensorBase
 from .._core.devices import as_device
 from .._core.errors import DTypeError
-from .._core.hints import DeviceLike, DTypeLike, Number
+from .._core.hints import DeviceLike, DTypeLike, Number, SizeArg
 from ..graph import tape
 from ..graph._graph import tensor_class
 from ..memory.arena import borrow
@@ -115,7 +115,7 @@ def from_numpy(arr: np.ndarray) -> TensorBase:
 
 
 def empty(
-    *size: int | Sequence[int],
+    *size: SizeArg,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
     requires_grad: bool = False,
@@ -158,7 +158,7 @@ def full(
 
 
 def zeros(
-    *size: int | Sequence[int],
+    *size: SizeArg,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
     requires_grad: bool = False,
@@ -173,7 +173,7 @@ def zeros(
 
 
 def ones(
-    *size: int | Sequence[int],
+    *size: SizeArg,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
     requires_grad: bool = False,
@@ -317,7 +317,7 @@ def _fill_random_cuda(t, kind, p1, p2, generator):
 
 
 def rand(
-    *size: int | Sequence[int],
+    *size: SizeArg,
     generator: random.Generator | None = None,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
@@ -328,7 +328,7 @@ def rand(
 
 
 def randn(
-    *size: int | Sequence[int],
+    *size: SizeArg,
     generator: random.Generator | None = None,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
@@ -341,7 +341,7 @@ def randn(
 def randint(
     low: int,
     high: int | None = None,
-    size: int | Sequence[int] | None = None,
+    size: SizeArg | None = None,
     generator: random.Generator | None = None,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,

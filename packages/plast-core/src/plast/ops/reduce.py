@@ -477,7 +477,7 @@ def _matrix_dims(x, dim, op):
 def matrix_norm(
     x: TensorBase,
     ord: float | str = "fro",  # noqa: A002
-    dim: tuple[int, int] = (-2, -1),
+    dim: tuple[int, int] | list[int] = (-2, -1),
     keepdim: bool = False,
     *,
     dtype: DTypeLike | None = None,

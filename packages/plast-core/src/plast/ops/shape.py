@@ -17,7 +17,7 @@ from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core._structs import TensorBase
 from .._core.errors import DeviceMismatchError, ShapeError
-from .._core.hints import Dims, ShapeLike
+from .._core.hints import Dims, ShapeLike, SizeArg
 from .._core.shapes import contiguous_strides, norm_dim, numel
 from ..graph._graph import record
 from ..kernels.cpu import kernels as cpu
@@ -526,7 +526,7 @@ def roll(x: TensorBase, shifts: int | Sequence[int], dims: Dims | None = None) -
     return movement.clone(out) if out is x else out
 
 
-def repeat(x: TensorBase, *sizes: int | Sequence[int]) -> TensorBase:
+def repeat(x: TensorBase, *sizes: SizeArg) -> TensorBase:
     """Tile x `sizes[i]` times along each dim (len(sizes) >= x.ndim; extra leading dims are new).
 
     >>> plast.tensor([1, 2]).repeat(2, 2).tolist()
