@@ -19,27 +19,30 @@ def _op_name(t):
     return t._node.op.name if t._node is not None else None
 
 
-def _run(arrays, dtype, fused=True, transform=None, grad=True, seed=0, **kw):
-    """sdpa on plast and torch from the same arrays (q, k, v); compares the output and, with a random
-    (signed, non-uniform) upstream gradient, the gradients of q, k, v. Returns plast's output."""
+def _run(arrays, dtype, fused=True, transform=None, grad=True, seed=0, device="cpu", **kw):
+    """sdpa on plast (its inputs on `device`) and torch from the same arrays (q, k, v); compares the output and,
+    with a random (signed, non-uniform) upstream gradient, the gradients of q, k, v. `fused`: the blocked kernel
+    runs; it is the CPU's (on CUDA sdpa takes the composite, ops/attention.py _flash_fits). Returns plast's
+    output."""
     tol = TOL[dtype]
-    pt = [plast.tensor(a, requires_grad=grad) for a in arrays]
+    pt = [plast.tensor(a, device=device, requires_grad=grad) for a in arrays]
     tt = [torch.tensor(a, requires_grad=grad) for a in arrays]
     pin, tin = pt, tt
     if transform is not None:
         pin, tin = transform(pt), transform(tt)
     out_p = plast.scaled_dot_product_attention(*pin, **kw)
     out_t = F.scaled_dot_product_attention(*tin, **kw)
-    assert (_op_name(out_p) == "flash_attention") == fused, _op_name(out_p)
+    assert (_op_name(out_p) == "flash_attention") == (fused and device == "cpu"), _op_name(out_p)
     assert tuple(out_p.shape) == tuple(out_t.shape)
-    np.testing.assert_allclose(out_p.detach().numpy(), out_t.detach().numpy(), **tol, err_msg="forward")
+    assert out_p.device.type == device
+    np.testing.assert_allclose(out_p.detach().cpu().numpy(), out_t.detach().numpy(), **tol, err_msg="forward")
     if grad:
         up = np.random.default_rng(seed + 1).standard_normal(tuple(out_t.shape)).astype(dtype)
-        out_p.backward(plast.tensor(up))
+        out_p.backward(plast.tensor(up, device=device))
         out_t.backward(torch.tensor(up))
         for name, a, b in zip("qkv", pt, tt):
             assert a.grad is not None, f"d{name} missing"
-            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **tol, err_msg=f"d{name}")
+            np.testing.assert_allclose(a.grad.cpu().numpy(), b.grad.numpy(), **tol, err_msg=f"d{name}")
     return out_p
 
 
@@ -63,8 +66,8 @@ CASES = [  # batch dims, L, S, D, Dv
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("batch,L,S,D,Dv", CASES)
-def test_matches_torch(batch, L, S, D, Dv, causal, dtype):
-    _run(_qkv(batch, L, S, D, Dv, dtype), dtype, is_causal=causal)
+def test_matches_torch(batch, L, S, D, Dv, causal, dtype, device):
+    _run(_qkv(batch, L, S, D, Dv, dtype), dtype, is_causal=causal, device=device)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -79,7 +82,7 @@ def test_scale_and_lse(dtype):
         np.testing.assert_allclose(lse.detach().numpy(), torch.logsumexp(s, -1).numpy(), **TOL[dtype])
 
 
-def test_gpt_layout_noncontiguous():
+def test_gpt_layout_noncontiguous(device):
     """q, k, v split from one (B, T, 3C) projection and transposed to (B, H, T, hs), as the GPT does; the
     upstream gradient arrives transposed too."""
     B, T, H, hs = 2, 37, 3, 16
@@ -90,35 +93,35 @@ def test_gpt_layout_noncontiguous():
         return [t.reshape(B, T, H, hs).transpose(1, 2) for t in xx.split(H * hs, dim=2)]
 
     for causal in (False, True):
-        xp = plast.tensor(x, requires_grad=True)
+        xp = plast.tensor(x, device=device, requires_grad=True)
         xt = torch.tensor(x, requires_grad=True)
         yp = plast.scaled_dot_product_attention(*heads([xp]), is_causal=causal)
         yt = F.scaled_dot_product_attention(*heads([xt]), is_causal=causal)
-        assert _op_name(yp) == "flash_attention"
+        assert (_op_name(yp) == "flash_attention") == (device == "cpu")  # the blocked kernel is the CPU's
         w = np.random.default_rng(5).standard_normal((B, T, H * hs)).astype(np.float32)
-        (yp.transpose(1, 2).reshape(B, T, H * hs) * plast.tensor(w)).sum().backward()
+        (yp.transpose(1, 2).reshape(B, T, H * hs) * plast.tensor(w, device=device)).sum().backward()
         (yt.transpose(1, 2).reshape(B, T, H * hs) * torch.tensor(w)).sum().backward()
-        np.testing.assert_allclose(yp.detach().numpy(), yt.detach().numpy(), **TOL[np.float32])
-        np.testing.assert_allclose(xp.grad.numpy(), xt.grad.numpy(), **TOL[np.float32])
+        np.testing.assert_allclose(yp.detach().cpu().numpy(), yt.detach().numpy(), **TOL[np.float32])
+        np.testing.assert_allclose(xp.grad.cpu().numpy(), xt.grad.numpy(), **TOL[np.float32])
 
 
-def test_unmergeable_batch_dims_and_expanded_gradient():
+def test_unmergeable_batch_dims_and_expanded_gradient(device):
     # leading dims permuted so they share no single stride: the kernel function copies them
     q, k, v = _qkv((3, 2, 4), 9, 11, 8, 8, np.float64, seed=6)
     perm = lambda ts: [t.permute(1, 0, 2, 3, 4) for t in ts]
-    _run([q, k, v], np.float64, transform=perm, is_causal=True)
+    _run([q, k, v], np.float64, transform=perm, is_causal=True, device=device)
     # out.sum(): the upstream gradient is an expanded scalar (all strides 0)
-    pt = [plast.tensor(a, requires_grad=True) for a in (q, k, v)]
+    pt = [plast.tensor(a, device=device, requires_grad=True) for a in (q, k, v)]
     tt = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
     plast.scaled_dot_product_attention(*pt).sum().backward()
     F.scaled_dot_product_attention(*tt).sum().backward()
     for a, b in zip(pt, tt):
-        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **TOL[np.float64])
+        np.testing.assert_allclose(a.grad.cpu().numpy(), b.grad.numpy(), **TOL[np.float64])
 
 
-def test_empty_sequences():
+def test_empty_sequences(device):
     for L, S in ((0, 5), (5, 0), (0, 0)):
-        _run(_qkv((2,), L, S, 4, 3, np.float32), np.float32)
+        _run(_qkv((2,), L, S, 4, 3, np.float32), np.float32, device=device)
 
 
 def test_every_simd_path_and_thread_count(simd_paths):
@@ -150,13 +153,14 @@ def test_routing():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_double_backward_through_create_graph(causal):
+def test_double_backward_through_create_graph(causal, device):
     q, k, v = _qkv((2, 2), 6, 9, 5, 4, np.float64, seed=8)
     double_backward(
         lambda a, b, c: plast.scaled_dot_product_attention(a, b, c, is_causal=causal, scale=0.6),
         lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal, scale=0.6),
         [q, k, v],
         grad=(0, 1, 2),
+        device=device,
     )
 
 
@@ -183,11 +187,11 @@ def test_backward_reads_the_saved_lse_and_releases_it():
 
 
 @pytest.mark.parametrize("realized", [False, True])
-def test_inplace_on_the_output_keeps_gradients_right(realized):
+def test_inplace_on_the_output_keeps_gradients_right(realized, device):
     # backward reads the forward's output (D_i = rowsum(dout * out)): an in-place change after the forward
     # must not leak into it
     arrays = _qkv((2, 3), 5, 6, 4, 4, np.float64, seed=11)
-    pt = [plast.tensor(a, requires_grad=True) for a in arrays]
+    pt = [plast.tensor(a, device=device, requires_grad=True) for a in arrays]
     tt = [torch.tensor(a, requires_grad=True) for a in arrays]
     out = plast.scaled_dot_product_attention(*pt, is_causal=True)
     if realized:
@@ -195,10 +199,10 @@ def test_inplace_on_the_output_keeps_gradients_right(realized):
     out.mul_(3.0)
     ref = F.scaled_dot_product_attention(*tt, is_causal=True) * 3.0
     g = np.random.default_rng(12).standard_normal(tuple(ref.shape))
-    out.backward(plast.tensor(g))
+    out.backward(plast.tensor(g, device=device))
     ref.backward(torch.tensor(g))
     for a, b in zip(pt, tt):
-        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **TOL[np.float64])
+        np.testing.assert_allclose(a.grad.cpu().numpy(), b.grad.numpy(), **TOL[np.float64])
 
 
 def test_jit_step_matches_eager():

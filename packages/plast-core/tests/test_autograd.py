@@ -10,9 +10,9 @@ import plast
 torch = pytest.importorskip("torch")
 
 
-def test_double_backward_matches_torch():
+def test_double_backward_matches_torch(device):
     a = np.array([0.3, -1.2, 2.0])
-    x = plast.tensor(a, requires_grad=True)
+    x = plast.tensor(a, device=device, requires_grad=True)
     y = (x * x * x + x.sin() * x).sum()
     (g,) = plast.autograd.grad(y, x, create_graph=True)
     (gg,) = plast.autograd.grad((g * g).sum(), x)
@@ -20,11 +20,12 @@ def test_double_backward_matches_torch():
     yt = (xt * xt * xt + xt.sin() * xt).sum()
     (gt,) = torch.autograd.grad(yt, xt, create_graph=True)
     (ggt,) = torch.autograd.grad((gt * gt).sum(), xt)
-    np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-12)
-    np.testing.assert_allclose(gg.numpy(), ggt.numpy(), rtol=1e-12)
+    assert g.device.type == gg.device.type == device
+    np.testing.assert_allclose(g.detach().cpu().numpy(), gt.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gg.cpu().numpy(), ggt.numpy(), rtol=1e-12)
 
 
-def test_finite_differences_float64():
+def test_finite_differences_float64(device):
     rng = np.random.default_rng(0)
     a = rng.uniform(0.5, 1.5, (3, 4))
     b = rng.uniform(0.5, 1.5, (4,))
@@ -32,7 +33,8 @@ def test_finite_differences_float64():
     def f(x, y):
         return ((x @ y).tanh() * (x / y).log().sum(1)).sum()
 
-    x, y = plast.tensor(a, requires_grad=True), plast.tensor(b, requires_grad=True)
+    x = plast.tensor(a, device=device, requires_grad=True)
+    y = plast.tensor(b, device=device, requires_grad=True)
     f(x, y).backward()
     eps = 1e-6
     for t, arr in ((x, a), (y, b)):
@@ -40,10 +42,16 @@ def test_finite_differences_float64():
         for i in np.ndindex(arr.shape):
             d = np.zeros_like(arr)
             d[i] = eps
-            hi = f(plast.tensor(a + d if t is x else a), plast.tensor(b + d if t is y else b)).item()
-            lo = f(plast.tensor(a - d if t is x else a), plast.tensor(b - d if t is y else b)).item()
+            hi = f(
+                plast.tensor(a + d if t is x else a, device=device),
+                plast.tensor(b + d if t is y else b, device=device),
+            ).item()
+            lo = f(
+                plast.tensor(a - d if t is x else a, device=device),
+                plast.tensor(b - d if t is y else b, device=device),
+            ).item()
             num[i] = (hi - lo) / (2 * eps)
-        np.testing.assert_allclose(t.grad.numpy(), num, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(t.grad.cpu().numpy(), num, rtol=1e-6, atol=1e-8)
 
 
 def test_detect_anomaly_names_the_op():

@@ -117,28 +117,30 @@ def test_integer_operands_are_refused():
     "ashape,bshape,ta,tb",
     [((6, 4), (4, 5), True, False), ((3, 6, 4), (4, 5), False, True), ((2, 3, 6, 4), (3, 4, 5), True, True)],
 )
-def test_matmul_values_and_grads_vs_torch(ashape, bshape, ta, tb):
+def test_matmul_values_and_grads_vs_torch(ashape, bshape, ta, tb, device):
     a_np = RNG.standard_normal(ashape[:-2] + ashape[-2:][::-1] if ta else ashape)
     b_np = RNG.standard_normal(bshape[:-2] + bshape[-2:][::-1] if tb else bshape)
-    pa = plast.tensor(a_np, requires_grad=True)
-    pb = plast.tensor(b_np, requires_grad=True)
+    pa = plast.tensor(a_np, device=device, requires_grad=True)
+    pb = plast.tensor(b_np, device=device, requires_grad=True)
     xa = torch.tensor(a_np, requires_grad=True)
     xb = torch.tensor(b_np, requires_grad=True)
     va, vb = (pa.mT if ta else pa), (pb.mT if tb else pb)
     wa, wb = (xa.mT if ta else xa), (xb.mT if tb else xb)
     out_p, out_t = va @ vb, wa @ wb
     g = RNG.standard_normal(tuple(out_t.shape))
-    out_p.backward(plast.tensor(g))
+    out_p.backward(plast.tensor(g, device=device))
     out_t.backward(torch.tensor(g))
-    np.testing.assert_allclose(out_p.detach().numpy(), out_t.detach().numpy(), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(pa.grad.numpy(), xa.grad.numpy(), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(pb.grad.numpy(), xb.grad.numpy(), rtol=1e-10, atol=1e-10)
+    assert out_p.device.type == device
+    np.testing.assert_allclose(out_p.detach().cpu().numpy(), out_t.detach().numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(pa.grad.cpu().numpy(), xa.grad.numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(pb.grad.cpu().numpy(), xb.grad.numpy(), rtol=1e-10, atol=1e-10)
 
 
-def test_addmm_with_transposed_weight_vs_torch():
+def test_addmm_with_transposed_weight_vs_torch(device):
     x = RNG.standard_normal((9, 5)).astype(np.float32)
     w = RNG.standard_normal((7, 5)).astype(np.float32)
     b = RNG.standard_normal(7).astype(np.float32)
-    got = plast.addmm(plast.tensor(b), plast.tensor(x), plast.tensor(w).T, alpha=0.5).numpy()
+    pb, px, pw = (plast.tensor(a, device=device) for a in (b, x, w))
+    got = plast.addmm(pb, px, pw.T, alpha=0.5).cpu().numpy()
     want = torch.addmm(torch.tensor(b), torch.tensor(x), torch.tensor(w).T, alpha=0.5).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -34,7 +34,7 @@ CONV_CASES = [
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("xshape,wshape,kw", CONV_CASES)
 @pytest.mark.parametrize("bias", [False, True])
-def test_conv2d(dtype, xshape, wshape, kw, bias):
+def test_conv2d(dtype, xshape, wshape, kw, bias, device):
     arrays = [_u(xshape, dtype), _u(wshape, dtype, seed=1)] + (
         [_u((wshape[0],), dtype, seed=2)] if bias else []
     )
@@ -44,10 +44,11 @@ def test_conv2d(dtype, xshape, wshape, kw, bias):
         arrays,
         grad=tuple(range(len(arrays))),
         dtype=dtype,
+        device=device,
     )
 
 
-def test_conv2d_non_contiguous_and_unbatched():
+def test_conv2d_non_contiguous_and_unbatched(device):
     x = _u((3, 2, 6, 5))  # permuted to (2, 3, 5, 6)
     w = _u((4, 3, 3, 2), seed=1)
     compare(
@@ -55,16 +56,18 @@ def test_conv2d_non_contiguous_and_unbatched():
         lambda a, b: F.conv2d(a.permute(1, 0, 3, 2), b.transpose(2, 3), padding=1),
         [x, w],
         grad=(0, 1),
+        device=device,
     )
     compare(
         lambda a, b: plast.conv2d(a, b, stride=2),
         lambda a, b: F.conv2d(a, b, stride=2),
         [_u((3, 7, 7)), _u((2, 3, 3, 3), seed=1)],
         grad=(0, 1),
+        device=device,
     )
 
 
-def test_conv2d_double_backward():
+def test_conv2d_double_backward(device):
     arrays = [
         _u((2, 4, 6, 5), np.float64),
         _u((4, 2, 3, 2), np.float64, seed=1),
@@ -76,6 +79,7 @@ def test_conv2d_double_backward():
             lambda *a, kw=kw: F.conv2d(*a, **kw),
             arrays,
             grad=(0, 1, 2),
+            device=device,
         )
     # through a nonlinearity, so the second derivative mixes input and weight
     double_backward(
@@ -83,6 +87,7 @@ def test_conv2d_double_backward():
         lambda x, w, b: torch.tanh(F.conv2d(x, w, b, groups=2)),
         arrays,
         grad=(0, 1, 2),
+        device=device,
     )
 
 
@@ -122,18 +127,19 @@ POOL_CASES = [
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("xshape,kw", POOL_CASES)
-def test_max_pool2d(dtype, xshape, kw):
+def test_max_pool2d(dtype, xshape, kw, device):
     compare(
         lambda a: plast.max_pool2d(a, **kw),
         lambda a: F.max_pool2d(a, **kw),
         [_u(xshape, dtype)],
         grad=(0,),
         dtype=dtype,
+        device=device,
     )
-    p, pi = plast.max_pool2d(plast.tensor(_u(xshape, dtype)), **kw, return_indices=True)
+    p, pi = plast.max_pool2d(plast.tensor(_u(xshape, dtype), device=device), **kw, return_indices=True)
     t, ti = F.max_pool2d(torch.tensor(_u(xshape, dtype)), **kw, return_indices=True)
     assert pi.dtype is plast.int64
-    np.testing.assert_array_equal(pi.numpy(), ti.numpy())
+    np.testing.assert_array_equal(pi.cpu().numpy(), ti.numpy())
 
 
 @pytest.mark.parametrize(
@@ -144,49 +150,63 @@ def test_max_pool2d(dtype, xshape, kw):
         dict(kernel_size=3, stride=2, dilation=2, padding=1, ceil_mode=True),
     ],
 )
-def test_max_pool2d_dilation(kw):
+def test_max_pool2d_dilation(kw, device):
     x = _u((2, 2, 9, 10))
-    compare(lambda a: plast.max_pool2d(a, **kw), lambda a: F.max_pool2d(a, **kw), [x], grad=(0,))
-    _, pi = plast.max_pool2d(plast.tensor(x), **kw, return_indices=True)
+    compare(
+        lambda a: plast.max_pool2d(a, **kw), lambda a: F.max_pool2d(a, **kw), [x], grad=(0,), device=device
+    )
+    _, pi = plast.max_pool2d(plast.tensor(x, device=device), **kw, return_indices=True)
     _, ti = F.max_pool2d(torch.tensor(x), **kw, return_indices=True)
-    np.testing.assert_array_equal(pi.numpy(), ti.numpy())
+    np.testing.assert_array_equal(pi.cpu().numpy(), ti.numpy())
 
 
-def test_max_pool2d_ties_inf_noncontiguous_unbatched():
+def test_max_pool2d_ties_inf_noncontiguous_unbatched(device):
     x = np.zeros((1, 1, 4, 4), np.float32)  # ties: the first maximum wins, as in torch
     x[0, 0, 1, :] = -np.inf
     compare(
-        lambda a: plast.max_pool2d(a, 2, padding=1), lambda a: F.max_pool2d(a, 2, padding=1), [x], grad=(0,)
+        lambda a: plast.max_pool2d(a, 2, padding=1),
+        lambda a: F.max_pool2d(a, 2, padding=1),
+        [x],
+        grad=(0,),
+        device=device,
     )
     xi = np.full((1, 1, 3, 3), -np.inf, np.float32)  # windows that hold only -inf and padding
-    _, pi = plast.max_pool2d(plast.tensor(xi), 2, padding=1, return_indices=True)
+    _, pi = plast.max_pool2d(plast.tensor(xi, device=device), 2, padding=1, return_indices=True)
     _, ti = F.max_pool2d(torch.tensor(xi), 2, padding=1, return_indices=True)
-    np.testing.assert_array_equal(pi.numpy(), ti.numpy())
+    np.testing.assert_array_equal(pi.cpu().numpy(), ti.numpy())
     compare(
         lambda a: plast.max_pool2d(a.transpose(2, 3), 2),
         lambda a: F.max_pool2d(a.transpose(2, 3), 2),
         [_u((2, 2, 6, 4))],
         grad=(0,),
+        device=device,
     )
-    compare(lambda a: plast.max_pool2d(a, 3, 2), lambda a: F.max_pool2d(a, 3, 2), [_u((2, 7, 7))], grad=(0,))
-    p, pi = plast.max_pool2d(plast.tensor(_u((2, 7, 7))), 3, 2, return_indices=True)
+    compare(
+        lambda a: plast.max_pool2d(a, 3, 2),
+        lambda a: F.max_pool2d(a, 3, 2),
+        [_u((2, 7, 7))],
+        grad=(0,),
+        device=device,
+    )
+    p, pi = plast.max_pool2d(plast.tensor(_u((2, 7, 7)), device=device), 3, 2, return_indices=True)
     assert p.shape == pi.shape == (2, 3, 3)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("xshape,kw", POOL_CASES)
 @pytest.mark.parametrize("count_include_pad", [True, False])
-def test_avg_pool2d(dtype, xshape, kw, count_include_pad):
+def test_avg_pool2d(dtype, xshape, kw, count_include_pad, device):
     compare(
         lambda a: plast.avg_pool2d(a, **kw, count_include_pad=count_include_pad),
         lambda a: F.avg_pool2d(a, **kw, count_include_pad=count_include_pad),
         [_u(xshape, dtype)],
         grad=(0,),
         dtype=dtype,
+        device=device,
     )
 
 
-def test_avg_pool2d_divisor_noncontiguous_unbatched():
+def test_avg_pool2d_divisor_noncontiguous_unbatched(device):
     for kw in (
         dict(kernel_size=3, stride=2, padding=1, divisor_override=4),
         dict(kernel_size=2, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
@@ -196,11 +216,18 @@ def test_avg_pool2d_divisor_noncontiguous_unbatched():
             lambda a, kw=kw: F.avg_pool2d(a.permute(0, 1, 3, 2), **kw),
             [_u((2, 2, 7, 5))],
             grad=(0,),
+            device=device,
         )
-    compare(lambda a: plast.avg_pool2d(a, 2), lambda a: F.avg_pool2d(a, 2), [_u((3, 4, 6))], grad=(0,))
+    compare(
+        lambda a: plast.avg_pool2d(a, 2),
+        lambda a: F.avg_pool2d(a, 2),
+        [_u((3, 4, 6))],
+        grad=(0,),
+        device=device,
+    )
 
 
-def test_pool_double_backward():
+def test_pool_double_backward(device):
     x = _u((2, 2, 7, 6), np.float64)
     kw = dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)
     double_backward(
@@ -208,18 +235,21 @@ def test_pool_double_backward():
         lambda a: F.max_pool2d(a, **kw) * F.max_pool2d(a, **kw),
         [x],
         grad=(0,),
+        device=device,
     )
     double_backward(
         lambda a: plast.avg_pool2d(a, **kw) * plast.avg_pool2d(a, **kw),
         lambda a: F.avg_pool2d(a, **kw) * F.avg_pool2d(a, **kw),
         [x],
         grad=(0,),
+        device=device,
     )
     double_backward(
         lambda a: plast.avg_pool2d(a, 2, count_include_pad=False, padding=1),
         lambda a: F.avg_pool2d(a, 2, count_include_pad=False, padding=1),
         [x],
         grad=(0,),
+        device=device,
     )
 
 

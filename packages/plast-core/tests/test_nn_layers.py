@@ -34,7 +34,7 @@ def _u(shape, dtype=np.float32, lo=-2.0, hi=2.0, seed=0):
     ],
 )
 @pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])
-def test_addmm(dtype, bias_shape, m, k, n, beta, alpha):
+def test_addmm(dtype, bias_shape, m, k, n, beta, alpha, device):
     arrays = [_u(bias_shape, dtype), _u((m, k), dtype, seed=1), _u((k, n), dtype, seed=2)]
     compare(
         lambda b, x, y: plast.addmm(b, x, y, beta=beta, alpha=alpha),
@@ -42,21 +42,34 @@ def test_addmm(dtype, bias_shape, m, k, n, beta, alpha):
         arrays,
         grad=(0, 1, 2),
         dtype=dtype,
+        device=device,
     )
 
 
-def test_addmm_non_contiguous_method_and_double_backward():
+def test_addmm_non_contiguous_method_and_double_backward(device):
     arrays = [_u((3,)), _u((5, 4), seed=1), _u((3, 5), seed=2)]
-    compare(lambda b, x, y: b.addmm(x.T, y.T), lambda b, x, y: b.addmm(x.T, y.T), arrays, grad=(0, 1, 2))
+    compare(
+        lambda b, x, y: b.addmm(x.T, y.T),
+        lambda b, x, y: b.addmm(x.T, y.T),
+        arrays,
+        grad=(0, 1, 2),
+        device=device,
+    )
     arrays64 = [a.astype(np.float64) for a in arrays]
     double_backward(
         lambda b, x, y: plast.addmm(b, x.T, y.T, alpha=1.5),
         lambda b, x, y: torch.addmm(b, x.T, y.T, alpha=1.5),
         arrays64,
         grad=(0, 1, 2),
+        device=device,
     )
     # beta=0 ignores the input even where it holds nan, as torch does
-    out = plast.addmm(plast.full((2, 2), float("nan")), plast.ones(2, 3), plast.ones(3, 2), beta=0)
+    out = plast.addmm(
+        plast.full((2, 2), float("nan"), device=device),
+        plast.ones(2, 3, device=device),
+        plast.ones(3, 2, device=device),
+        beta=0,
+    )
     assert out.tolist() == [[3.0, 3.0], [3.0, 3.0]]
 
 
@@ -72,18 +85,19 @@ def test_addmm_errors():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("xshape", [(4, 3), (2, 5, 3), (3,), (0, 3), (1, 3)])
 @pytest.mark.parametrize("bias", [True, False])
-def test_linear(dtype, xshape, bias):
+def test_linear(dtype, xshape, bias, device):
     arrays = [_u(xshape, dtype), _u((6, 3), dtype, seed=1)] + ([_u((6,), dtype, seed=2)] if bias else [])
-    compare(plast.linear, F.linear, arrays, grad=tuple(range(len(arrays))), dtype=dtype)
+    compare(plast.linear, F.linear, arrays, grad=tuple(range(len(arrays))), dtype=dtype, device=device)
 
 
-def test_linear_non_contiguous_and_uses_addmm():
+def test_linear_non_contiguous_and_uses_addmm(device):
     arrays = [_u((3, 4)), _u((3, 6), seed=1), _u((6,), seed=2)]
     compare(
         lambda x, w, b: plast.linear(x.T, w.T, b),
         lambda x, w, b: F.linear(x.T, w.T, b),
         arrays,
         grad=(0, 1, 2),
+        device=device,
     )
     out = plast.linear(plast.ones(2, 3), plast.ones(4, 3), plast.ones(4))
     assert out._node.op.name == "addmm"
@@ -98,7 +112,7 @@ def test_linear_non_contiguous_and_uses_addmm():
 @pytest.mark.parametrize("ids_shape", [(2, 3), (5,), (), (0,), (2, 0, 3)])
 @pytest.mark.parametrize("padding_idx", [None, 1, -2])
 @pytest.mark.parametrize("id_dtype", [np.int64, np.int32])
-def test_embedding(dtype, ids_shape, padding_idx, id_dtype):
+def test_embedding(dtype, ids_shape, padding_idx, id_dtype, device):
     ids = np.random.default_rng(3).integers(0, 7, ids_shape).astype(id_dtype)
     if ids.size:
         ids.reshape(-1)[0] = 1  # the padding row appears at least once, and ids repeat
@@ -106,18 +120,21 @@ def test_embedding(dtype, ids_shape, padding_idx, id_dtype):
     ids_t = ids.astype(np.int64)  # torch wants int64 or int32; keep the same values
     w = _u((7, 4), dtype)
     out_p = plast.embedding(
-        plast.tensor(ids), wp := plast.tensor(w, requires_grad=True), padding_idx=padding_idx
+        plast.tensor(ids, device=device),
+        wp := plast.tensor(w, device=device, requires_grad=True),
+        padding_idx=padding_idx,
     )
     wt = torch.tensor(w, requires_grad=True)
     out_t = F.embedding(torch.tensor(ids_t), wt, padding_idx=padding_idx)
-    np.testing.assert_allclose(out_p.detach().numpy(), out_t.detach().numpy())
+    assert out_p.device.type == device
+    np.testing.assert_allclose(out_p.detach().cpu().numpy(), out_t.detach().numpy())
     up = _u(tuple(out_t.shape), dtype, 0.5, 1.5, seed=4)
-    out_p.backward(plast.tensor(up))
+    out_p.backward(plast.tensor(up, device=device))
     out_t.backward(torch.tensor(up))
-    np.testing.assert_allclose(wp.grad.numpy(), wt.grad.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(wp.grad.cpu().numpy(), wt.grad.numpy(), rtol=1e-6, atol=1e-6)
 
 
-def test_embedding_non_contiguous_and_double_backward():
+def test_embedding_non_contiguous_and_double_backward(device):
     ids = np.array([[0, 2, 2], [4, 1, 0]])
     w = _u((3, 5), np.float64)  # used as w.T: (5, 3)
     compare(
@@ -126,12 +143,14 @@ def test_embedding_non_contiguous_and_double_backward():
         [ids, w],
         grad=(1,),
         dtype=np.float64,
+        device=device,
     )
     double_backward(
         lambda i, v: plast.embedding(i, v, padding_idx=2) * v.sum(),
         lambda i, v: F.embedding(i, v, padding_idx=2) * v.sum(),
         [ids, _u((5, 3), np.float64)],
         grad=(1,),
+        device=device,
     )
 
 
@@ -152,15 +171,17 @@ def test_embedding_errors():
         plast.embedding(plast.tensor([0]), w, padding_idx=5)
 
 
-def test_one_hot():
+def test_one_hot(device):
     ids = np.array([[0, 3], [2, 1]])
     for k in (-1, 4, 6):
-        p = plast.one_hot(plast.tensor(ids), k)
+        p = plast.one_hot(plast.tensor(ids, device=device), k)
         t = F.one_hot(torch.tensor(ids), k)
-        assert p.dtype is plast.int64
-        np.testing.assert_array_equal(p.numpy(), t.numpy())
-    assert plast.one_hot(plast.tensor(np.zeros(0, np.int64)), 3).shape == (0, 3)
-    np.testing.assert_array_equal(plast.one_hot(plast.tensor(2, dtype=plast.int32), 3).numpy(), [0, 0, 1])
+        assert p.dtype is plast.int64 and p.device.type == device
+        np.testing.assert_array_equal(p.cpu().numpy(), t.numpy())
+    assert plast.one_hot(plast.tensor(np.zeros(0, np.int64), device=device), 3).shape == (0, 3)
+    np.testing.assert_array_equal(
+        plast.one_hot(plast.tensor(2, dtype=plast.int32, device=device), 3).cpu().numpy(), [0, 0, 1]
+    )
     with pytest.raises(IndexError, match="class index 4"):
         plast.one_hot(plast.tensor([0, 4]), 4)
     with pytest.raises(IndexError, match="class index -1"):
@@ -182,7 +203,7 @@ def test_one_hot():
     [((4, 6), (6,)), ((2, 3, 4), (3, 4)), ((0, 5), (5,)), ((3, 1), (1,)), ((5,), 5), ((2, 3, 4), (2, 3, 4))],
 )
 @pytest.mark.parametrize("affine", ["none", "weight", "both"])
-def test_layer_norm(dtype, xshape, ns, affine):
+def test_layer_norm(dtype, xshape, ns, affine, device):
     nss = (ns,) if isinstance(ns, int) else ns
     arrays = [_u(xshape, dtype)]
     if affine != "none":
@@ -196,11 +217,17 @@ def test_layer_norm(dtype, xshape, ns, affine):
     # one-element rows: the exact gradient is 0, torch's float32 rounding times rstd = eps^-1/2 leaves ~3e-5
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 and xshape == (3, 1) else None
     compare(
-        fn(plast.layer_norm), fn(F.layer_norm), arrays, grad=tuple(range(len(arrays))), dtype=dtype, tol=tol
+        fn(plast.layer_norm),
+        fn(F.layer_norm),
+        arrays,
+        grad=tuple(range(len(arrays))),
+        dtype=dtype,
+        tol=tol,
+        device=device,
     )
 
 
-def test_layer_norm_bias_only_non_contiguous_eps():
+def test_layer_norm_bias_only_non_contiguous_eps(device):
     x = _u((6, 4))
     b = _u((6,), seed=2)
     compare(
@@ -208,6 +235,7 @@ def test_layer_norm_bias_only_non_contiguous_eps():
         lambda a, c: F.layer_norm(a.T, (6,), None, c, eps=1e-2),
         [x, b],
         grad=(0, 1),
+        device=device,
     )
 
 
@@ -226,7 +254,7 @@ def test_layer_norm_errors():
 @pytest.mark.parametrize("xshape,ns", [((4, 6), (6,)), ((2, 3, 4), (3, 4)), ((0, 5), (5,))])
 @pytest.mark.parametrize("weight", [False, True])
 @pytest.mark.parametrize("eps", [None, 1e-3])
-def test_rms_norm(dtype, xshape, ns, weight, eps):
+def test_rms_norm(dtype, xshape, ns, weight, eps, device):
     arrays = [_u(xshape, dtype)] + ([_u(ns, dtype, 0.5, 1.5, seed=1)] if weight else [])
     compare(
         lambda x, *w: plast.rms_norm(x, ns, *w, eps=eps),
@@ -234,15 +262,17 @@ def test_rms_norm(dtype, xshape, ns, weight, eps):
         arrays,
         grad=tuple(range(len(arrays))),
         dtype=dtype,
+        device=device,
     )
 
 
-def test_rms_norm_double_backward():
+def test_rms_norm_double_backward(device):
     double_backward(
         lambda x, w: plast.rms_norm(x, (4,), w),
         lambda x, w: F.rms_norm(x, (4,), w),
         [_u((3, 4), np.float64), _u((4,), np.float64, 0.5, 1.5, seed=1)],
         grad=(0, 1),
+        device=device,
     )
 
 
@@ -263,24 +293,24 @@ def test_dropout_identity_cases():
 
 
 @pytest.mark.parametrize("dtype", [plast.float32, plast.float64])
-def test_dropout_mask_scale_and_grad(dtype):
+def test_dropout_mask_scale_and_grad(dtype, device):
     p = 0.3
-    x = plast.randn(200, 100, dtype=dtype, requires_grad=True)
+    x = plast.randn(200, 100, dtype=dtype, device=device, requires_grad=True)
     g = plast.Generator().manual_seed(7)
     y = plast.dropout(x, p, generator=g)
-    assert y.dtype is dtype
-    xv, yv = x.detach().numpy(), y.detach().numpy()
+    assert y.dtype is dtype and y.device.type == device
+    xv, yv = x.detach().cpu().numpy(), y.detach().cpu().numpy()
     kept = yv != 0
     assert abs(1 - kept.mean() - p) < 0.01
     np.testing.assert_allclose(yv[kept], xv[kept] / (1 - p), rtol=1e-6)
     up = np.random.default_rng(0).uniform(size=(200, 100))
-    y.backward(plast.tensor(up, dtype=dtype))
-    np.testing.assert_allclose(x.grad.numpy(), np.where(kept, up / (1 - p), 0), rtol=1e-6)
+    y.backward(plast.tensor(up, dtype=dtype, device=device))
+    np.testing.assert_allclose(x.grad.cpu().numpy(), np.where(kept, up / (1 - p), 0), rtol=1e-6)
     # the same seed gives the same mask; the generator's stream moves on otherwise
     y2 = plast.dropout(x.detach(), p, generator=plast.Generator().manual_seed(7))
-    np.testing.assert_array_equal(y2.numpy() != 0, kept)
+    np.testing.assert_array_equal(y2.cpu().numpy() != 0, kept)
     y3 = plast.dropout(x.detach(), p, generator=g)
-    assert (y3.numpy() != 0).tolist() != kept.tolist()
+    assert (y3.cpu().numpy() != 0).tolist() != kept.tolist()
 
 
 def test_dropout_inplace_and_global_generator():
@@ -308,7 +338,7 @@ def _qkv(dtype, L=5, S=7, E=8, Ev=6, batch=(2, 3)):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("scale", [None, 0.3])
-def test_sdpa(dtype, causal, scale):
+def test_sdpa(dtype, causal, scale, device):
     sd = F.scaled_dot_product_attention
     compare(
         lambda q, k, v: plast.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
@@ -316,11 +346,12 @@ def test_sdpa(dtype, causal, scale):
         _qkv(dtype),
         grad=(0, 1, 2),
         dtype=dtype,
+        device=device,
     )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_sdpa_masks(dtype):
+def test_sdpa_masks(dtype, device):
     sd = F.scaled_dot_product_attention
     qkv = _qkv(dtype)
     bmask = np.random.default_rng(5).uniform(size=(5, 7)) > 0.4
@@ -331,6 +362,7 @@ def test_sdpa_masks(dtype):
         qkv + [bmask],
         grad=(0, 1, 2),
         dtype=dtype,
+        device=device,
     )
     fmask = _u((3, 1, 7), dtype, -1, 1, seed=9)
     compare(
@@ -339,10 +371,11 @@ def test_sdpa_masks(dtype):
         qkv + [fmask],
         grad=(0, 1, 2, 3),
         dtype=dtype,
+        device=device,
     )
 
 
-def test_sdpa_shapes_noncontiguous_gqa():
+def test_sdpa_shapes_noncontiguous_gqa(device):
     sd = F.scaled_dot_product_attention
     # (B, L, H, E) inputs transposed to (B, H, L, E), as attention layers do
     arrays = [_u((2, 5, 4, 8), seed=1), _u((2, 5, 4, 8), seed=2), _u((2, 5, 4, 8), seed=3)]
@@ -353,18 +386,21 @@ def test_sdpa_shapes_noncontiguous_gqa():
         lambda q, k, v: sd(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True),
         arrays,
         grad=(0, 1, 2),
+        device=device,
     )
     compare(
         plast.scaled_dot_product_attention,
         sd,
         [_u((5, 8)), _u((7, 8), seed=2), _u((7, 3), seed=3)],
         grad=(0, 1, 2),
+        device=device,
     )
     compare(
         plast.scaled_dot_product_attention,
         sd,
         [_u((1, 1, 1)), _u((1, 1, 1), seed=2), _u((1, 1, 1), seed=3)],
         grad=(0, 1, 2),
+        device=device,
     )
     gqa = [_u((2, 4, 5, 8), seed=1), _u((2, 2, 7, 8), seed=2), _u((2, 2, 7, 8), seed=3)]
     compare(
@@ -372,10 +408,11 @@ def test_sdpa_shapes_noncontiguous_gqa():
         lambda q, k, v: sd(q, k, v, enable_gqa=True),
         gqa,
         grad=(0, 1, 2),
+        device=device,
     )
 
 
-def test_sdpa_double_backward_and_errors():
+def test_sdpa_double_backward_and_errors(device):
     sd = F.scaled_dot_product_attention
     qkv = _qkv(np.float64, L=3, S=4, E=2, Ev=2, batch=(2,))
     double_backward(
@@ -383,6 +420,7 @@ def test_sdpa_double_backward_and_errors():
         lambda q, k, v: sd(q, k, v, is_causal=True),
         qkv,
         grad=(0, 1, 2),
+        device=device,
     )
     q = plast.ones(2, 5, 8)
     with pytest.raises(plast.ShapeError, match="last dim"):

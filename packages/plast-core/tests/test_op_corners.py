@@ -42,7 +42,7 @@ LN_CASES = [((4, 6), (6,)), ((2, 3, 4), (3, 4)), ((5,), (5,)), ((3, 1), (1,))]
 
 @pytest.mark.parametrize("xshape,ns", LN_CASES)
 @pytest.mark.parametrize("affine", ["none", "weight", "both"])
-def test_layer_norm_double_backward_vs_torch(xshape, ns, affine):
+def test_layer_norm_double_backward_vs_torch(xshape, ns, affine, device):
     arrays = [_u(xshape)]
     if affine != "none":
         arrays.append(_u(ns, lo=0.5, hi=1.5, seed=1))
@@ -55,10 +55,10 @@ def test_layer_norm_double_backward_vs_torch(xshape, ns, affine):
     def ft(x, *p):
         return F.layer_norm(x, ns, *p, eps=1e-3)
 
-    double_backward(fp, ft, arrays, grad=tuple(range(len(arrays))))
+    double_backward(fp, ft, arrays, grad=tuple(range(len(arrays))), device=device)
 
 
-def test_layer_norm_double_backward_non_contiguous():
+def test_layer_norm_double_backward_non_contiguous(device):
     x = _u((6, 4), seed=3)
     w = _u((6,), lo=0.5, hi=1.5, seed=4)
     double_backward(
@@ -66,6 +66,7 @@ def test_layer_norm_double_backward_non_contiguous():
         lambda a, b: F.layer_norm(a.T, (6,), b),
         [x, w],
         grad=(0, 1),
+        device=device,
     )
 
 
@@ -185,7 +186,7 @@ def _scatter_case(dim, seed, ties=True, dtype=np.float64):
 @pytest.mark.parametrize("include_self", [True, False])
 @pytest.mark.parametrize("dim", [0, 1, -1])
 @pytest.mark.parametrize("ties", [True, False])
-def test_scatter_reduce_vs_torch(dtype, reduce, include_self, dim, ties):
+def test_scatter_reduce_vs_torch(dtype, reduce, include_self, dim, ties, device):
     x, idx, src = _scatter_case(dim % 2, 11, ties, dtype)
     compare(
         lambda a, i, s: a.scatter_reduce(dim, i, s, reduce, include_self=include_self),
@@ -193,17 +194,19 @@ def test_scatter_reduce_vs_torch(dtype, reduce, include_self, dim, ties):
         [x, idx, src],
         grad=(0, 2),
         dtype=dtype,
+        device=device,
     )
     compare(
         lambda a, i, s: plast.scatter_reduce(a, dim, i, s, reduce, include_self=include_self),
         lambda a, i, s: torch.scatter_reduce(a, dim, i, s, reduce, include_self=include_self),
         [x, idx, src],
         dtype=dtype,
+        device=device,
     )
 
 
 @pytest.mark.parametrize("reduce", REDUCTIONS)
-def test_scatter_reduce_non_contiguous(reduce):
+def test_scatter_reduce_non_contiguous(reduce, device):
     x, idx, src = _scatter_case(1, 12, ties=False)
 
     def tr(i, t):
@@ -216,28 +219,29 @@ def test_scatter_reduce_non_contiguous(reduce):
         grad=(0, 2),
         dtype=np.float64,
         transform=tr,
+        device=device,
     )
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin", "prod"])
 @pytest.mark.parametrize("include_self", [True, False])
-def test_scatter_reduce_double_backward(reduce, include_self):
+def test_scatter_reduce_double_backward(reduce, include_self, device):
     x, idx, src = _scatter_case(0, 13, ties=False)
     fn = lambda a, i, s: a.scatter_reduce(0, i, s, reduce, include_self=include_self)  # noqa: E731
-    double_backward(fn, fn, [x, idx, src], grad=(0, 2))
+    double_backward(fn, fn, [x, idx, src], grad=(0, 2), device=device)
 
 
-def test_scatter_reduce_prod_with_zeros():
+def test_scatter_reduce_prod_with_zeros(device):
     x = np.array([[0.0, 2.0, 3.0], [1.5, 0.0, -1.0], [2.0, 1.0, 0.5]])
     idx = np.array([[0, 1, 2], [0, 1, 1], [2, 1, 0]])
     src = np.array([[0.0, 3.0, 2.0], [4.0, 0.0, 0.0], [0.5, 0.0, 2.0]])
     for include_self in (True, False):
         fn = lambda a, i, s, inc=include_self: a.scatter_reduce(0, i, s, "prod", include_self=inc)  # noqa: E731
-        compare(fn, fn, [x, idx, src], grad=(0, 2), dtype=np.float64)
+        compare(fn, fn, [x, idx, src], grad=(0, 2), dtype=np.float64, device=device)
     # one zero per position: double backward works and matches torch
     src1 = np.array([[0.0, 3.0, 2.0], [4.0, 0.5, 1.0], [0.5, 0.0, 2.0]])
     fn = lambda a, i, s: a.scatter_reduce(0, i, s, "prod")  # noqa: E731
-    double_backward(fn, fn, [x, idx, src1], grad=(0, 2))
+    double_backward(fn, fn, [x, idx, src1], grad=(0, 2), device=device)
 
 
 def test_scatter_reduce_prod_double_backward_with_two_zeros_raises_like_torch():
@@ -385,24 +389,26 @@ MATRIX_CASES = [
 @pytest.mark.parametrize("ord", ORDS, ids=str)
 @pytest.mark.parametrize("shape,dim", MATRIX_CASES)
 @pytest.mark.parametrize("keepdim", [False, True])
-def test_matrix_norm_vs_torch(dtype, ord, shape, dim, keepdim):  # noqa: A002
+def test_matrix_norm_vs_torch(dtype, ord, shape, dim, keepdim, device):  # noqa: A002
     compare(
         lambda a: matrix_norm(a, ord, dim, keepdim),
         lambda a: torch.linalg.matrix_norm(a, ord, dim, keepdim),
         [_u(shape, dtype, seed=22)],
         grad=(0,),
         dtype=dtype,
+        device=device,
     )
 
 
 @pytest.mark.parametrize("ord", ORDS, ids=str)
-def test_matrix_norm_non_contiguous_and_ties(ord):  # noqa: A002
+def test_matrix_norm_non_contiguous_and_ties(ord, device):  # noqa: A002
     compare(
         lambda a: matrix_norm(a.transpose(0, 2), ord, (0, 1)),
         lambda a: torch.linalg.matrix_norm(a.transpose(0, 2), ord, (0, 1)),
         [_u((3, 2, 4), seed=23)],
         grad=(0,),
         dtype=np.float64,
+        device=device,
     )
     if ord not in ("nuc", 2, -2):  # equal row / column sums share the gradient of max/min, as in torch
         tied = np.array([[1.0, -2.0], [-2.0, 1.0]])
@@ -412,32 +418,35 @@ def test_matrix_norm_non_contiguous_and_ties(ord):  # noqa: A002
             [tied],
             grad=(0,),
             dtype=np.float64,
+            device=device,
         )
 
 
 @pytest.mark.parametrize("ord", ["nuc", 2, -2, "fro"], ids=str)  # 1 / inf are piecewise linear
 @pytest.mark.parametrize("shape", [(3, 4), (4, 3), (2, 3, 3)])
-def test_matrix_norm_double_backward(ord, shape):  # noqa: A002
+def test_matrix_norm_double_backward(ord, shape, device):  # noqa: A002
     double_backward(
         lambda a: matrix_norm(a, ord),
         lambda a: torch.linalg.matrix_norm(a, ord),
         [_u(shape, seed=24)],
         grad=(0,),
         tol=dict(rtol=1e-7, atol=1e-9),
+        device=device,
     )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_norm_nuc_and_vector_semantics_like_torch(dtype):
+def test_norm_nuc_and_vector_semantics_like_torch(dtype, device):
     a = _u((3, 4), dtype, seed=25)
     b = _u((2, 3, 4), dtype, seed=26)
-    compare(lambda x: x.norm("nuc"), lambda x: x.norm("nuc"), [a], grad=(0,), dtype=dtype)
+    compare(lambda x: x.norm("nuc"), lambda x: x.norm("nuc"), [a], grad=(0,), dtype=dtype, device=device)
     compare(
         lambda x: plast.norm(x, "nuc", dim=(0, 2), keepdim=True),
         lambda x: torch.norm(x, "nuc", dim=(0, 2), keepdim=True),
         [b],
         grad=(0,),
         dtype=dtype,
+        device=device,
     )
     # torch.norm: a number p over two dims is still the vector norm (matrix norms are linalg.matrix_norm's)
     for p in (2, 1, math.inf, 3):
@@ -447,13 +456,19 @@ def test_norm_nuc_and_vector_semantics_like_torch(dtype):
             [a],
             grad=(0,),
             dtype=dtype,
+            device=device,
         )
     compare(
-        lambda x: x.norm("fro", dim=(1, 2)), lambda x: x.norm("fro", dim=(1, 2)), [b], grad=(0,), dtype=dtype
+        lambda x: x.norm("fro", dim=(1, 2)),
+        lambda x: x.norm("fro", dim=(1, 2)),
+        [b],
+        grad=(0,),
+        dtype=dtype,
+        device=device,
     )
 
 
-def test_vector_norm_vs_torch():
+def test_vector_norm_vs_torch(device):
     a = _u((3, 4, 2), seed=27)
     for ord_, dim, keepdim in [
         (2, None, False),
@@ -468,6 +483,7 @@ def test_vector_norm_vs_torch():
             [a],
             grad=(0,),
             dtype=np.float64,
+            device=device,
         )
 
 
@@ -569,7 +585,7 @@ def test_embedding_max_norm_and_scale_grad_by_freq(dtype, norm_type, scale, padd
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_embedding_scale_grad_by_freq_non_contiguous_ids_and_weight(dtype):
+def test_embedding_scale_grad_by_freq_non_contiguous_ids_and_weight(dtype, device):
     w = _u((4, 7), dtype, seed=36)
     ids = np.array([[3, 3, 0], [1, 3, 0]])
     compare(
@@ -579,6 +595,7 @@ def test_embedding_scale_grad_by_freq_non_contiguous_ids_and_weight(dtype):
         grad=(1,),
         dtype=dtype,
         transform=lambda k, t: t.T if k == 0 else t.T.contiguous().T,
+        device=device,
     )
 
 

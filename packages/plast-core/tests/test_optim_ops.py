@@ -10,10 +10,10 @@ TOL = {np.float32: dict(rtol=2e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol
 SHAPES = [(3, 4), (5,), (), (2, 1, 3)]
 
 
-def _setup(dtype, seed=0, shapes=SHAPES):
+def _setup(dtype, seed=0, shapes=SHAPES, device="cpu"):
     rng = np.random.default_rng(seed)
     init = [rng.standard_normal(s).astype(dtype) for s in shapes]
-    pp = [plast.tensor(a) for a in init]
+    pp = [plast.tensor(a, device=device) for a in init]
     tp = [torch.nn.Parameter(torch.tensor(a)) for a in init]
     return rng, pp, tp
 
@@ -22,8 +22,8 @@ def _grads(rng, shapes, dtype):
     return [rng.standard_normal(s).astype(dtype) for s in shapes]
 
 
-def _f64(*vals):
-    return plast.tensor(list(vals), dtype=plast.float64)
+def _f64(*vals, device="cpu"):
+    return plast.tensor(list(vals), dtype=plast.float64, device=device)
 
 
 def _lr(step):
@@ -45,13 +45,13 @@ SGD_CASES = [
 @pytest.mark.parametrize(
     "case", SGD_CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "plain"
 )
-def test_sgd_update_matches_torch(dtype, case):
+def test_sgd_update_matches_torch(dtype, case, device):
     momentum = case.get("momentum", 0.0)
-    rng, pp, tp = _setup(dtype)
+    rng, pp, tp = _setup(dtype, device=device)
     opt = torch.optim.SGD(tp, lr=0.1, **case)
     bufs = [plast.zeros_like(p) for p in pp] if momentum else None
-    fresh = [plast.ones((), dtype=plast.float64) for _ in pp] if momentum else None
-    hyper = _f64(0.1, momentum, case.get("dampening", 0.0), case.get("weight_decay", 0.0))
+    fresh = [plast.ones((), dtype=plast.float64, device=device) for _ in pp] if momentum else None
+    hyper = _f64(0.1, momentum, case.get("dampening", 0.0), case.get("weight_decay", 0.0), device=device)
     for step in range(50):
         lr = _lr(step)
         gs = _grads(rng, SHAPES, dtype)
@@ -60,10 +60,12 @@ def test_sgd_update_matches_torch(dtype, case):
         for group in opt.param_groups:
             group["lr"] = lr
         opt.step()
-        hyper.copy_(_f64(lr, momentum, case.get("dampening", 0.0), case.get("weight_decay", 0.0)))
+        hyper.copy_(
+            _f64(lr, momentum, case.get("dampening", 0.0), case.get("weight_decay", 0.0), device=device)
+        )
         plast.sgd_update_(
             pp,
-            [plast.tensor(g) for g in gs],
+            [plast.tensor(g, device=device) for g in gs],
             bufs,
             hyper,
             fresh=fresh,
@@ -71,10 +73,11 @@ def test_sgd_update_matches_torch(dtype, case):
             maximize=case.get("maximize", False),
         )
     for p, t in zip(pp, tp):
-        np.testing.assert_allclose(p.numpy(), t.detach().numpy(), **TOL[dtype])
+        assert p.device.type == device
+        np.testing.assert_allclose(p.cpu().numpy(), t.detach().numpy(), **TOL[dtype])
     if momentum:
         for b, t in zip(bufs, tp):
-            np.testing.assert_allclose(b.numpy(), opt.state[t]["momentum_buffer"].numpy(), **TOL[dtype])
+            np.testing.assert_allclose(b.cpu().numpy(), opt.state[t]["momentum_buffer"].numpy(), **TOL[dtype])
         assert all(f.item() == 0.0 for f in fresh)
 
 
@@ -93,8 +96,8 @@ ADAM_CASES = [
 @pytest.mark.parametrize(
     "case", ADAM_CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "plain"
 )
-def test_adam_update_matches_torch(dtype, case):
-    rng, pp, tp = _setup(dtype, seed=1)
+def test_adam_update_matches_torch(dtype, case, device):
+    rng, pp, tp = _setup(dtype, seed=1, device=device)
     cls = torch.optim.AdamW if case.get("decoupled_weight_decay") else torch.optim.Adam
     kw = {k: v for k, v in case.items() if k != "decoupled_weight_decay"}
     opt = cls(tp, lr=1e-3, **kw)
@@ -104,8 +107,8 @@ def test_adam_update_matches_torch(dtype, case):
     m = [plast.zeros_like(p) for p in pp]
     v = [plast.zeros_like(p) for p in pp]
     vmax = [plast.zeros_like(p) for p in pp] if amsgrad else None
-    steps = [plast.zeros((), dtype=plast.float64) for _ in pp]
-    hyper = _f64(1e-3, b1, b2, eps, wd)
+    steps = [plast.zeros((), dtype=plast.float64, device=device) for _ in pp]
+    hyper = _f64(1e-3, b1, b2, eps, wd, device=device)
     for step in range(60):
         lr = _lr(step) * 0.1
         gs = _grads(rng, SHAPES, dtype)
@@ -114,10 +117,10 @@ def test_adam_update_matches_torch(dtype, case):
         for group in opt.param_groups:
             group["lr"] = lr
         opt.step()
-        hyper.copy_(_f64(lr, b1, b2, eps, wd))
+        hyper.copy_(_f64(lr, b1, b2, eps, wd, device=device))
         plast.adam_update_(
             pp,
-            [plast.tensor(g) for g in gs],
+            [plast.tensor(g, device=device) for g in gs],
             m,
             v,
             steps,
@@ -129,30 +132,32 @@ def test_adam_update_matches_torch(dtype, case):
         )
     for i, (p, t) in enumerate(zip(pp, tp)):
         st = opt.state[t]
-        np.testing.assert_allclose(p.numpy(), t.detach().numpy(), **TOL[dtype])
-        np.testing.assert_allclose(m[i].numpy(), st["exp_avg"].numpy(), **TOL[dtype])
-        np.testing.assert_allclose(v[i].numpy(), st["exp_avg_sq"].numpy(), **TOL[dtype])
+        assert p.device.type == device
+        np.testing.assert_allclose(p.cpu().numpy(), t.detach().numpy(), **TOL[dtype])
+        np.testing.assert_allclose(m[i].cpu().numpy(), st["exp_avg"].numpy(), **TOL[dtype])
+        np.testing.assert_allclose(v[i].cpu().numpy(), st["exp_avg_sq"].numpy(), **TOL[dtype])
         if amsgrad:
-            np.testing.assert_allclose(vmax[i].numpy(), st["max_exp_avg_sq"].numpy(), **TOL[dtype])
+            np.testing.assert_allclose(vmax[i].cpu().numpy(), st["max_exp_avg_sq"].numpy(), **TOL[dtype])
         assert steps[i].item() == st["step"].item() == 60
 
 
-def test_adam_groups_with_their_own_hyper_in_one_call():
-    rng, pp, tp = _setup(np.float32, seed=2)
+def test_adam_groups_with_their_own_hyper_in_one_call(device):
+    rng, pp, tp = _setup(np.float32, seed=2, device=device)
     opt = torch.optim.Adam(
         [{"params": tp[:2], "lr": 1e-2}, {"params": tp[2:], "lr": 1e-3, "betas": (0.5, 0.9)}]
     )
-    h1, h2 = _f64(1e-2, 0.9, 0.999, 1e-8, 0.0), _f64(1e-3, 0.5, 0.9, 1e-8, 0.0)
+    h1 = _f64(1e-2, 0.9, 0.999, 1e-8, 0.0, device=device)
+    h2 = _f64(1e-3, 0.5, 0.9, 1e-8, 0.0, device=device)
     m, v = [plast.zeros_like(p) for p in pp], [plast.zeros_like(p) for p in pp]
-    steps = [plast.zeros((), dtype=plast.float64) for _ in pp]
+    steps = [plast.zeros((), dtype=plast.float64, device=device) for _ in pp]
     for _ in range(20):
         gs = _grads(rng, SHAPES, np.float32)
         for t, g in zip(tp, gs):
             t.grad = torch.tensor(g)
         opt.step()
-        plast.adam_update_(pp, [plast.tensor(g) for g in gs], m, v, steps, [h1, h1, h2, h2])
+        plast.adam_update_(pp, [plast.tensor(g, device=device) for g in gs], m, v, steps, [h1, h1, h2, h2])
     for p, t in zip(pp, tp):
-        np.testing.assert_allclose(p.numpy(), t.detach().numpy(), **TOL[np.float32])
+        np.testing.assert_allclose(p.cpu().numpy(), t.detach().numpy(), **TOL[np.float32])
 
 
 def test_hyper_is_read_when_the_kernel_runs():

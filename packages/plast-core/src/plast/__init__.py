@@ -221,7 +221,7 @@ long = int64
 int = int32  # noqa: A001
 
 
-def forward(*tensors):
+def forward(*tensors: Tensor) -> Tensor | tuple[Tensor, ...]:
     """Compute the values of `tensors` now (they are computed lazily otherwise)."""
     _realize(list(tensors))
     return tensors[0] if len(tensors) == 1 else tensors

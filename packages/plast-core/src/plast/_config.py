@@ -1,7 +1,10 @@
 """plast.show_config(): what is installed and how this copy was built."""
 
+from __future__ import annotations
+
 import sys
 from importlib import metadata
+from typing import TextIO
 
 from ._core import cuda_driver as cuda
 from .kernels.cpu import _gemm, _runtime
@@ -53,7 +56,7 @@ def config():
     }
 
 
-def show_config(file=None):
+def show_config(file: TextIO | None = None) -> None:
     """Print the installed plast distributions, the build (compiler, OpenMP), threads, SIMD paths and CUDA."""
     c = config()
     lines = ["plast configuration"]

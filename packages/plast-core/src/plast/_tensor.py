@@ -5,16 +5,25 @@ from the arenas (DESIGN §3): `_storage` is a Storage (or None while unrealized)
 elements.
 """
 
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from typing import Any, SupportsIndex
+
 import numpy as np
+import numpy.typing as npt
 
 from ._core import dtypes
-from ._core._structs import Size, TensorBase  # noqa: F401 (Size: plast.Size)
+from ._core._structs import Node, Size, TensorBase  # noqa: F401 (Size: plast.Size)
 from ._core.errors import JitError
+from ._core.hints import DeviceLike, DTypeLike, TensorOrNumber
 from ._core.shapes import norm_dim
 from .autograd import api as autograd
 from .autograd import hooks as grad_hooks
 from .autograd.backward_replay import try_replay
 from .autograd.engine import backward_leaves
+from .autograd.hooks import RemovableHandle
 from .graph._graph import bind
 from .graph.realize import realize
 from .graph.tape import tracing
@@ -44,35 +53,35 @@ class Tensor(TensorBase):
     # NOTE: numpy must defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
     __array_priority__ = 1000
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("create tensors with plast.tensor(...), plast.zeros(...), plast.from_numpy(...) etc.")
 
     # ---- metadata ----
-    def size(self, dim=None):
+    def size(self, dim: builtins.int | None = None) -> Size | builtins.int:
         if dim is None:
             return self.shape
         return self._shape[norm_dim(dim, self.ndim, "size")]
 
-    def stride(self, dim=None):
+    def stride(self, dim: builtins.int | None = None) -> tuple[builtins.int, ...] | builtins.int:
         return self._strides if dim is None else self._strides[dim]
 
-    def element_size(self):
+    def element_size(self) -> builtins.int:
         return self.dtype.itemsize
 
     @property
-    def is_leaf(self):
+    def is_leaf(self) -> builtins.bool:
         return self._node is None or not self.requires_grad or not self._node.needs_grad
 
     @property
-    def grad_fn(self):
+    def grad_fn(self) -> Node | None:
         n = self._node
         return n if n is not None and n.needs_grad else None
 
     @property
-    def is_realized(self):
+    def is_realized(self) -> builtins.bool:
         return self._storage is not None
 
-    def __len__(self):
+    def __len__(self) -> builtins.int:
         if not self._shape:
             raise TypeError("len() of a 0-d tensor")
         return self._shape[0]
@@ -107,19 +116,19 @@ class Tensor(TensorBase):
             return arr.copy()
         return arr
 
-    def numpy(self, *, force=False):
+    def numpy(self, *, force: builtins.bool = False) -> np.ndarray:
         """The values as a numpy array (sharing memory when the tensor is persistent, like torch)."""
         if self.requires_grad and not force:
             raise RuntimeError("can't call numpy() on a tensor that requires grad; use .detach().numpy()")
         return self._np_array()
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: npt.DTypeLike | None = None, copy: builtins.bool | None = None) -> np.ndarray:
         arr = self._np_array()
         if dtype is not None:
             arr = arr.astype(dtype, copy=False)
         return arr.copy() if copy else arr
 
-    def item(self):
+    def item(self) -> builtins.int | builtins.float | builtins.bool:
         if self.numel() != 1:
             raise ValueError(
                 f"item(): only a tensor with one element can be converted to a Python number, "
@@ -127,26 +136,26 @@ class Tensor(TensorBase):
             )
         return self._np_array().reshape(()).item()
 
-    def tolist(self):
+    def tolist(self) -> Any:
         return self._np_array().tolist()
 
-    def __float__(self):
+    def __float__(self) -> builtins.float:
         return float(self.item())
 
-    def __int__(self):
+    def __int__(self) -> builtins.int:
         return int(self.item())
 
-    def __bool__(self):
+    def __bool__(self) -> builtins.bool:
         if self.numel() != 1:
             raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous")
         return bool(self.item())
 
-    def __index__(self):
+    def __index__(self) -> builtins.int:
         if self.dtype.is_floating_point or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._storage is not None and self._storage.is_stale:
             return f"tensor(<stale: freed by reset_transient_arenas()>, shape={tuple(self._shape)}, dtype={self.dtype})"
         arr = self._np_array()
@@ -169,7 +178,13 @@ class Tensor(TensorBase):
     __str__ = __repr__
 
     # ---- casts and copies ----
-    def to(self, *args, dtype=None, device=None, copy=False):
+    def to(
+        self,
+        *args: Any,
+        dtype: DTypeLike | None = None,
+        device: DeviceLike | None = None,
+        copy: builtins.bool = False,
+    ) -> Tensor:
         for a in args:
             if isinstance(a, (dtypes.dtype, type)) or (
                 isinstance(a, str)
@@ -189,38 +204,38 @@ class Tensor(TensorBase):
             out = movement_ops.clone(self)
         return out
 
-    def float(self):
+    def float(self) -> Tensor:
         return movement_ops.cast(self, dtypes.float32)
 
-    def double(self):
+    def double(self) -> Tensor:
         return movement_ops.cast(self, dtypes.float64)
 
-    def half(self):
+    def half(self) -> Tensor:
         return movement_ops.cast(self, dtypes.float16)
 
-    def bfloat16(self):
+    def bfloat16(self) -> Tensor:
         return movement_ops.cast(self, dtypes.bfloat16)
 
-    def long(self):
+    def long(self) -> Tensor:
         return movement_ops.cast(self, dtypes.int64)
 
-    def int(self):
+    def int(self) -> Tensor:
         return movement_ops.cast(self, dtypes.int32)
 
-    def bool(self):
+    def bool(self) -> Tensor:
         return movement_ops.cast(self, dtypes.bool_)
 
-    def cpu(self):
+    def cpu(self) -> Tensor:
         return device_ops.to_device(self, "cpu")
 
-    def detach(self):
+    def detach(self) -> Tensor:
         """A tensor sharing this one's value that is cut from the graph (no grad)."""
         self._realized()
         return Tensor._from_storage(
             self._storage, self._shape, self.dtype, self.device, self._strides, self._offset
         )
 
-    def register_hook(self, hook):
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> None:
         """Call hook(grad) when this tensor's gradient is computed; a returned tensor replaces the grad."""
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
@@ -228,14 +243,14 @@ class Tensor(TensorBase):
             self._hooks = []
         self._hooks.append(hook)
 
-    def register_post_accumulate_grad_hook(self, hook):
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], object]) -> RemovableHandle:
         """Call ``hook(self)`` after each backward pass that accumulated a gradient into this leaf's ``.grad``
         (torch's name; plast runs them when the pass has realized all its gradients: autograd/hooks.py). Returns
         a handle whose ``remove()`` unregisters it."""
         return grad_hooks.register_post_accumulate_grad_hook(self, hook)
 
     # ---- autograd ----
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
         """Make this leaf require grad. A leaf that lives in transient memory (``(plast.randn(3) * 0.1)
         .requires_grad_()``) moves to persistent memory first, since leaves must survive resets (DESIGN §3)."""
         if requires_grad and not self.dtype.is_floating_point:
@@ -252,7 +267,13 @@ class Tensor(TensorBase):
         self.requires_grad = requires_grad
         return self
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    def backward(
+        self,
+        gradient: Tensor | None = None,
+        retain_graph: builtins.bool | None = None,
+        create_graph: builtins.bool = False,
+        inputs: Sequence[Tensor] | None = None,
+    ) -> None:
         # a training loop's backward: straight to its replay, as autograd.api.backward would (tried once:
         # a try counts toward recording a replay)
         if gradient is None and not retain_graph and not create_graph and inputs is None:
@@ -266,12 +287,12 @@ class Tensor(TensorBase):
         )
 
     @property
-    def data(self):
+    def data(self) -> Tensor:
         """This tensor's value, detached from the graph (shares memory), as torch's ``.data``."""
         return self.detach()
 
     @data.setter
-    def data(self, value):
+    def data(self, value: Tensor) -> None:
         if not isinstance(value, Tensor):
             raise TypeError(f"data must be a tensor, got {type(value).__name__}")
         if tuple(value.shape) != tuple(self.shape) or value.dtype is not self.dtype:
@@ -283,12 +304,12 @@ class Tensor(TensorBase):
         self._npcache = None
         self._version += 1
 
-    def retain_grad(self):
+    def retain_grad(self) -> None:
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False")
         self._retains_grad = True
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
         """A new leaf in persistent memory with this tensor's value (and requires_grad), as torch's deepcopy."""
         if id(self) in memo:
             return memo[id(self)]
@@ -302,7 +323,7 @@ class Tensor(TensorBase):
         memo[id(self)] = out
         return out
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
         import numpy as _np
 
         # Pickling carries the values (a numpy copy), never arena pointers.
@@ -317,7 +338,7 @@ class Tensor(TensorBase):
     cuda = device_ops.cuda
 
     @property
-    def is_cuda(self):
+    def is_cuda(self) -> builtins.bool:
         return self.device.type == "cuda"
 
     # ops/elementwise.pyx
@@ -331,7 +352,7 @@ class Tensor(TensorBase):
     __rtruediv__ = elementwise_ops.rdiv
     __neg__ = elementwise_ops.neg
 
-    def __pos__(self):
+    def __pos__(self) -> Tensor:
         return self
 
     add = elementwise_ops.add
@@ -383,7 +404,7 @@ class Tensor(TensorBase):
     matmul = linalg_ops.matmul
     __matmul__ = linalg_ops.matmul
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other: Tensor) -> Tensor:
         return linalg_ops.matmul(other, self)
 
     # ops/movement.py
@@ -397,18 +418,18 @@ class Tensor(TensorBase):
     t = movement_ops.t
 
     @property
-    def T(self):  # noqa: N802 (torch's name)
+    def T(self) -> Tensor:  # noqa: N802 (torch's name)
         return movement_ops.permute(self, tuple(range(self.ndim - 1, -1, -1)))
 
     @property
-    def mT(self):  # noqa: N802 (torch's name)
+    def mT(self) -> Tensor:  # noqa: N802 (torch's name)
         return movement_ops.transpose(self, -2, -1)
 
     # ops/nn.py
-    def softmax(self, dim, dtype=None):
+    def softmax(self, dim: builtins.int, dtype: DTypeLike | None = None) -> Tensor:
         return nn_ops.softmax(self, dim, dtype)
 
-    def log_softmax(self, dim, dtype=None):
+    def log_softmax(self, dim: builtins.int, dtype: DTypeLike | None = None) -> Tensor:
         return nn_ops.log_softmax(self, dim, dtype)
 
     logsumexp = nn_ops.logsumexp
@@ -459,58 +480,58 @@ class Tensor(TensorBase):
     addcdiv = pointwise_ops.addcdiv
     where = pointwise_ops._tensor_where
 
-    def __pow__(self, other):
+    def __pow__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.pow(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __rpow__(self, other):
+    def __rpow__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.pow(other, self) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __floordiv__(self, other):
+    def __floordiv__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.floor_divide(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __rfloordiv__(self, other):
+    def __rfloordiv__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.floor_divide(other, self) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __mod__(self, other):
+    def __mod__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.remainder(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __rmod__(self, other):
+    def __rmod__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.remainder(other, self) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __eq__(self, other):
+    def __eq__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.eq(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __ne__(self, other):
+    def __ne__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.ne(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __lt__(self, other):
+    def __lt__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.lt(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __le__(self, other):
+    def __le__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.le(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __gt__(self, other):
+    def __gt__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.gt(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __ge__(self, other):
+    def __ge__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.ge(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __and__(self, other):
+    def __and__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.bitwise_and(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __rand__(self, other):
+    def __rand__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.bitwise_and(other, self) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __or__(self, other):
+    def __or__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.bitwise_or(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __ror__(self, other):
+    def __ror__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.bitwise_or(other, self) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __xor__(self, other):
+    def __xor__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.bitwise_xor(self, other) if pointwise_ops.is_operand(other) else NotImplemented
 
-    def __rxor__(self, other):
+    def __rxor__(self, other: TensorOrNumber) -> Tensor:
         return pointwise_ops.bitwise_xor(other, self) if pointwise_ops.is_operand(other) else NotImplemented
 
     __invert__ = pointwise_ops.bitwise_not

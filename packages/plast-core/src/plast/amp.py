@@ -14,6 +14,8 @@ autocast off inside another region.
 plast.bfloat16
 """
 
+from __future__ import annotations
+
 import contextlib
 import math
 
@@ -84,12 +86,12 @@ class autocast(contextlib.ContextDecorator):
         return False
 
 
-def is_autocast_enabled(device_type="cpu"):
+def is_autocast_enabled(device_type: str = "cpu") -> bool:
     """Whether autocast is on for `device_type` here."""
     return _state.on_for(_device_type(device_type)) is not None
 
 
-def get_autocast_dtype(device_type="cpu"):
+def get_autocast_dtype(device_type: str = "cpu") -> dtypes.dtype:
     """The 16-bit type autocast uses (or would use) for `device_type`."""
     return _state.cpu_dtype if _device_type(device_type) == "cpu" else _state.cuda_dtype
 

@@ -19,7 +19,11 @@ Eager optimizer steps replay too: ``capture_updates()`` records the fused update
 False
 """
 
+from __future__ import annotations
+
 import contextlib
+from collections.abc import Iterator
+from typing import Any
 
 from .graph._mutation import UpdateReplay, replays_enabled
 from .graph.tape import UpdateCapture, note_state, recording, runtime_input, tracing
@@ -35,7 +39,7 @@ def update_replays_enabled() -> bool:
 
 
 @contextlib.contextmanager
-def capture_updates():
+def capture_updates() -> Iterator[list[Any]]:
     """Record the fused update calls (``plast.*_update_`` ops) run inside the block; the list of calls (the
     steps of the tape they were recorded on) is ``yield``-ed empty and filled when the block ends, ready for
     ``UpdateReplay(calls, ...)``."""

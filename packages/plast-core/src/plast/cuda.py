@@ -9,27 +9,29 @@ where no GPU is usable those raise ``CudaUnavailableError`` with unavailable_rea
 True
 """
 
+from __future__ import annotations
+
 from . import amp as _amp
 from ._core import cuda_driver as _backend
 from ._core import dtypes as _dtypes
 from ._core.cuda_driver import CudaUnavailableError
 
 
-def is_available():
+def is_available() -> bool:
     """True when pycuda, a driver and a GPU of compute capability 8.0+ are present."""
     return _backend.is_available()
 
 
-def unavailable_reason():
+def unavailable_reason() -> str | None:
     """Why is_available() is False (None when it is True)."""
     return None if _backend.is_available() else _backend.unavailable_reason()
 
 
-def device_count():
+def device_count() -> int:
     return 1 if _backend.is_available() else 0
 
 
-def synchronize():
+def synchronize() -> None:
     """Wait for every kernel queued on the GPU (for timing; reading a value waits by itself)."""
     _backend.require("plast.cuda.synchronize()")
     from .kernels.cuda import loader

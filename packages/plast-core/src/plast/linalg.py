@@ -6,10 +6,26 @@
 2.0
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ._core.hints import DTypeLike
 from .ops.reduce import matrix_norm, vector_norm
 
+if TYPE_CHECKING:  # for annotations only: no run-time import
+    from ._tensor import Tensor
 
-def norm(x, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 -- torch's argument name
+
+def norm(
+    x: Tensor,
+    ord: float | str | None = None,  # noqa: A002 -- torch's argument name
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool = False,
+    *,
+    dtype: DTypeLike | None = None,
+) -> Tensor:
     """torch.linalg.norm: a vector norm over one dim (or over all elements when ``ord`` and ``dim`` are both
     None), a matrix norm over two dims (``dim`` a pair, or a 2-D input with ``ord`` given and no ``dim``)."""
     if isinstance(dim, int):

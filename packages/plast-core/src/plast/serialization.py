@@ -15,10 +15,14 @@ Writes are atomic (temporary file in the same directory, fsync, rename); a damag
 file raises CheckpointError, never a crash.
 """
 
+from __future__ import annotations
+
 import json
 import math
 import os
 import tempfile
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +30,7 @@ from ._core._structs import TensorBase
 from ._core.cuda_driver import CudaUnavailableError
 from ._core.devices import Device, as_device, device
 from ._core.errors import CheckpointError
+from ._core.hints import DeviceLike
 from .ops.creation import tensor
 
 FORMAT = "plast.save/1"
@@ -192,7 +197,7 @@ def _atomic_write(path, write):
         pass
 
 
-def save(obj, path, metadata=None):
+def save(obj: Any, path: str | os.PathLike[str], metadata: Mapping[str, Any] | None = None) -> None:
     """Save a tensor or a (nested) state dict to `path` in safetensors format, atomically.
 
     >>> import tempfile, os
@@ -224,7 +229,12 @@ def save(obj, path, metadata=None):
     _atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
 
 
-def load(path, map_location=None, *, with_metadata=False):
+def load(
+    path: str | os.PathLike[str],
+    map_location: DeviceLike | Mapping[str, DeviceLike] | Callable[..., Any] | None = None,
+    *,
+    with_metadata: bool = False,
+) -> Any:
     """Load what plast.save wrote (or a flat safetensors file, e.g. from ``safetensors.torch.save_file``).
 
     Tensors come back as leaves in persistent memory, each on the device it was saved from (as torch.load does)

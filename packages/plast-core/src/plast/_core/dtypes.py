@@ -7,6 +7,8 @@ data (``plast.tensor([[0, 1]])``) meets float parameters. Python scalars are "we
 with an integer tensor gives float32; a Python int or float with a float32 tensor stays float32.
 """
 
+from __future__ import annotations
+
 import ml_dtypes
 import numpy as np
 
@@ -39,7 +41,7 @@ default_float = float32
 default_int = int64
 
 
-def as_dtype(x):
+def as_dtype(x: dtype | str | type | np.dtype) -> dtype:
     """Turn a plast dtype, a numpy dtype or type, a name, or the Python types bool/int/float into a plast dtype."""
     if isinstance(x, dtype):
         return x

@@ -2,6 +2,8 @@
 ``no_grad``, ``enable_grad``, ``inference_mode``, ``set_grad_enabled``). The lowest layer holds them: ops run
 under ``no_grad`` (optimizer updates) as much as user code does."""
 
+from __future__ import annotations
+
 import contextlib
 import sys
 
@@ -67,5 +69,5 @@ class set_grad_enabled(contextlib.ContextDecorator):
         return False
 
 
-def is_grad_enabled():
+def is_grad_enabled() -> bool:
     return _this.grad_enabled

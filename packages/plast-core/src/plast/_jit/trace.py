@@ -28,8 +28,12 @@ What is a runtime input and what is frozen:
   any of them traces again.
 """
 
+from __future__ import annotations
+
 import functools
 import os
+from collections.abc import Callable
+from typing import Any, overload
 
 from .._core._structs import TensorBase
 from .._core.errors import JitError
@@ -136,7 +140,7 @@ class JitFunction:
                     parts.append(("V", a))
         return tuple(parts) + tuple(sorted(kwargs))
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _tape_mod._tape is not None:
             if _tape_mod.tracing():
                 raise JitError(
@@ -317,7 +321,15 @@ def _fresh(t):
     return persistent_copy(t)
 
 
-def jit(fn=None):
+@overload
+def jit(fn: None = None) -> Callable[[Callable[..., Any]], JitFunction]: ...
+@overload
+def jit(fn: Callable[..., Any]) -> JitFunction: ...
+
+
+def jit(
+    fn: Callable[..., Any] | None = None,
+) -> JitFunction | Callable[[Callable[..., Any]], JitFunction]:
     """Trace `fn` once per argument signature, then replay its kernels with no Python per op.
 
     >>> @plast.jit

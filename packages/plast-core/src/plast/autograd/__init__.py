@@ -1,5 +1,7 @@
 """plast.autograd: the torch.autograd names."""
 
+from __future__ import annotations
+
 from .._core import grad_mode as autograd_state
 from .api import (
     backward,
@@ -31,11 +33,11 @@ class set_detect_anomaly:
         return False
 
 
-def detect_anomaly(check_nan=True):
+def detect_anomaly(check_nan: bool = True) -> set_detect_anomaly:
     return set_detect_anomaly(True, check_nan)
 
 
-def is_anomaly_enabled():
+def is_anomaly_enabled() -> bool:
     return autograd_state.anomaly_detection
 
 

@@ -5,6 +5,10 @@ this engine — not the op — sums broadcast gradients back to each input's sha
 at one tensor, runs hooks, and writes leaf gradients to persistent memory in one realize call.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 from .._core._structs import TensorBase
 from .._core.grad_mode import (  # noqa: F401 (plast.autograd's names)
     _grad_mode,
@@ -20,7 +24,13 @@ from .engine import _finish, _run_backward
 from .engine import backward_leaves as _backward_leaves
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+def backward(
+    tensors: Sequence[TensorBase],
+    grad_tensors: Sequence[TensorBase | None] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Sequence[TensorBase] | None = None,
+) -> None:
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad`` (``inputs`` restricts which leaves)."""
     before = hooks.grads_before()
     if (
@@ -38,7 +48,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     hooks.fire(before)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
+def grad(
+    outputs: TensorBase | Sequence[TensorBase],
+    inputs: TensorBase | Sequence[TensorBase],
+    grad_outputs: TensorBase | Sequence[TensorBase | None] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool = False,
+) -> tuple[TensorBase | None, ...]:
     """Gradients of `outputs` with respect to `inputs`, returned (not accumulated into .grad)."""
     single = isinstance(outputs, TensorBase)
     outputs = [outputs] if single else list(outputs)

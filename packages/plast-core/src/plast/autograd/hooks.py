@@ -8,7 +8,10 @@ callbacks run. A hook therefore never overlaps the kernels of the
 pass that fired it.
 """
 
+from __future__ import annotations
+
 import weakref
+from collections.abc import Callable
 
 # id(tensor) -> (weakref to the tensor, its hooks): the tensor's C struct has no slot for them, and a dict keyed by
 # id keeps the check in backward() to one truth test while nobody registered a hook
@@ -54,7 +57,7 @@ def _drop(key, ref):
         del _post_acc[key]
 
 
-def queue_callback(fn):
+def queue_callback(fn: Callable[[], object]) -> None:
     """Run ``fn()`` once when the backward pass now running its hooks has run all of them (torch's
     ``Variable._execution_engine.queue_callback``). Only callable from a hook."""
     if _callbacks is None:

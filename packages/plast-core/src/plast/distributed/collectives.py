@@ -6,15 +6,20 @@ allgather, so a rank that calls a different collective or passes a different siz
 ranks, instead of a hang or silently wrong values (``PLAST_DIST_CHECK=0`` skips it: one latency less per call).
 """
 
+from __future__ import annotations
+
 import enum
 import os
+from collections.abc import Sequence
 
 import numpy as np
 
 from .._core.errors import DTypeError, ShapeError
+from .._core.hints import TensorBase
 from ._mpi import mpi
 from .buffers import as_mpi, check_same, check_tensor, read_view, write
 from .errors import from_mpi
+from .group import ProcessGroup
 from .work import Work
 from .world import usable_group
 
@@ -101,7 +106,9 @@ def _run(g, reqs, what, async_op, finish=None, outputs=()):
     return None
 
 
-def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+def all_reduce(
+    tensor: TensorBase, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None, async_op: bool = False
+) -> Work | None:
     """Combine `tensor` across the ranks with `op`, in place on every rank.
 
     >>> import plast, plast.distributed as dist  # doctest: +SKIP
@@ -118,7 +125,12 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     return _reduce_in_place(g, [tensor], op, mop, what, async_op)
 
 
-def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False):
+def all_reduce_coalesced(
+    tensors: Sequence[TensorBase],
+    op: ReduceOp = ReduceOp.SUM,
+    group: ProcessGroup | None = None,
+    async_op: bool = False,
+) -> Work | None:
     """all_reduce of several tensors of one dtype as one message: they are copied into one flat buffer, reduced,
     and copied back (what DistributedDataParallel's buckets use)."""
     what = "all_reduce_coalesced"
@@ -180,7 +192,9 @@ def _reduce_in_place(g, tensors, op, mop, what, async_op):
     return _run(g, reqs, what, async_op, finish, tensors)
 
 
-def broadcast(tensor, src, group=None, async_op=False):
+def broadcast(
+    tensor: TensorBase, src: int, group: ProcessGroup | None = None, async_op: bool = False
+) -> Work | None:
     """Copy `tensor` of global rank `src` into `tensor` on every rank of the group."""
     what = "broadcast"
     g = usable_group(group, what)
@@ -206,7 +220,12 @@ def broadcast(tensor, src, group=None, async_op=False):
     return _run(g, reqs, what, async_op, None, [tensor])
 
 
-def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+def all_gather_into_tensor(
+    output_tensor: TensorBase,
+    input_tensor: TensorBase,
+    group: ProcessGroup | None = None,
+    async_op: bool = False,
+) -> Work | None:
     """Every rank's `input_tensor`, concatenated along dim 0 (or stacked: output shape (world, *input shape)) in
     `output_tensor`, written in place with no copy."""
     what = "all_gather_into_tensor"
@@ -244,7 +263,12 @@ def _check_dtype(out, inp, what):
         )
 
 
-def all_gather(tensor_list, tensor, group=None, async_op=False):
+def all_gather(
+    tensor_list: Sequence[TensorBase],
+    tensor: TensorBase,
+    group: ProcessGroup | None = None,
+    async_op: bool = False,
+) -> Work | None:
     """``tensor_list[r]`` receives rank r's `tensor` (one list entry per rank, each shaped like `tensor`)."""
     what = "all_gather"
     g = usable_group(group, what)
@@ -275,7 +299,13 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     return _run(g, reqs, what, async_op, finish, tensor_list)
 
 
-def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):  # noqa: A002
+def reduce_scatter_tensor(
+    output: TensorBase,
+    input: TensorBase,  # noqa: A002
+    op: ReduceOp = ReduceOp.SUM,
+    group: ProcessGroup | None = None,
+    async_op: bool = False,
+) -> Work | None:
     """Reduce `input` (world size x output's elements, split along dim 0) across ranks with `op`; rank r keeps the
     r-th part in `output`, written in place with no copy."""
     what = "reduce_scatter_tensor"
@@ -318,7 +348,13 @@ def _reduce_scatter(g, output, send, op, mop, what, async_op):
     return _run(g, reqs, what, async_op, finish, [output])
 
 
-def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
+def reduce_scatter(
+    output: TensorBase,
+    input_list: Sequence[TensorBase],
+    op: ReduceOp = ReduceOp.SUM,
+    group: ProcessGroup | None = None,
+    async_op: bool = False,
+) -> Work | None:
     """Reduce ``input_list[r]`` across ranks with `op` into `output` of rank r (one list entry per rank)."""
     what = "reduce_scatter"
     g = usable_group(group, what)
@@ -337,7 +373,9 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     return _reduce_scatter(g, output, send, op, mop, what, async_op)
 
 
-def barrier(group=None, async_op=False, device_ids=None):
+def barrier(
+    group: ProcessGroup | None = None, async_op: bool = False, device_ids: Sequence[int] | None = None
+) -> Work | None:
     """Wait until every rank of the group has called barrier (with the group's timeout)."""
     what = "barrier"
     g = usable_group(group, what)

@@ -1,15 +1,19 @@
 """Point-to-point calls with torch.distributed's names: send, recv, isend, irecv (over MPI's non-blocking
 calls, so every wait has the group's deadline). A recv checks that the message had exactly the tensor's size."""
 
+from __future__ import annotations
+
 from .._core.errors import ShapeError
+from .._core.hints import TensorBase
 from ._mpi import mpi
 from .buffers import as_mpi, check_tensor, read_view, write
 from .errors import DistBackendError, from_mpi
+from .group import ProcessGroup
 from .work import Work
 from .world import usable_group
 
 
-def isend(tensor, dst, group=None, tag=0):
+def isend(tensor: TensorBase, dst: int, group: ProcessGroup | None = None, tag: int = 0) -> Work | None:
     """Send `tensor` to global rank `dst`; returns a Work (keep `tensor` unchanged until it is done)."""
     what = "isend"
     g = usable_group(group, what)
@@ -27,14 +31,16 @@ def isend(tensor, dst, group=None, tag=0):
     return Work(g, [req], f"{what} to rank {dst}", None, [tensor])
 
 
-def send(tensor, dst, group=None, tag=0):
+def send(tensor: TensorBase, dst: int, group: ProcessGroup | None = None, tag: int = 0) -> None:
     """Send `tensor` to global rank `dst` (returns when it has left this rank's buffer)."""
     work = isend(tensor, dst, group, tag)
     if work is not None:
         work.wait()
 
 
-def irecv(tensor, src=None, group=None, tag=0):
+def irecv(
+    tensor: TensorBase, src: int | None = None, group: ProcessGroup | None = None, tag: int = 0
+) -> Work | None:
     """Receive into `tensor` from global rank `src` (any rank when None); returns a Work whose ``source()`` is
     the sender's rank."""
     what = "irecv"
@@ -102,7 +108,7 @@ class _RecvWork(Work):
         return self._sender
 
 
-def recv(tensor, src=None, group=None, tag=0):
+def recv(tensor: TensorBase, src: int | None = None, group: ProcessGroup | None = None, tag: int = 0) -> int:
     """Receive into `tensor` from global rank `src` (any rank when None); returns the sender's rank."""
     work = irecv(tensor, src, group, tag)
     if work is None:

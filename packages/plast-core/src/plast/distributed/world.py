@@ -4,6 +4,8 @@ rank does at exit: abort the MPI job when a group broke or an exception went unc
 until their timeout otherwise), and tell ``python -m plast.distributed.run`` that it finished (run.py).
 """
 
+from __future__ import annotations
+
 import atexit
 import datetime
 import os
@@ -11,6 +13,8 @@ import socket
 import sys
 import time
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 from ._mpi import available, mpi
 from .errors import DistError
@@ -61,21 +65,28 @@ class GroupMember:
 group = GroupMember  # torch.distributed.group.WORLD
 
 
-def is_available():
+def is_available() -> bool:
     """Whether plast.distributed can run here (mpi4py is installed; nothing is imported by asking)."""
     return available()
 
 
-def is_mpi_available():
+def is_mpi_available() -> bool:
     return available()
 
 
-def is_initialized():
+def is_initialized() -> bool:
     """Whether init_process_group has run (and destroy_process_group has not)."""
     return _state.world is not None
 
 
-def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, **kwargs):
+def init_process_group(
+    backend: str | None = None,
+    init_method: str | None = None,
+    timeout: float | datetime.timedelta | None = None,
+    world_size: int = -1,
+    rank: int = -1,
+    **kwargs: Any,
+) -> None:
     """Join the ranks started by ``mpiexec`` (or ``python -m plast.distributed.run``) as the default process group;
     one process started without mpiexec is a group of one.
 
@@ -188,7 +199,7 @@ def usable_group(group, what):
     return g
 
 
-def get_rank(group=None):
+def get_rank(group: ProcessGroup | None = None) -> int:
     """This process's rank in `group` (the default group when None); -1 when it is not in the group."""
     g = _state.world if group is None else group
     if g is None:
@@ -196,7 +207,7 @@ def get_rank(group=None):
     return g.rank()
 
 
-def get_world_size(group=None):
+def get_world_size(group: ProcessGroup | None = None) -> int:
     """The number of ranks in `group` (the default group when None); -1 when this rank is not in the group."""
     g = _state.world if group is None else group
     if g is None:
@@ -204,25 +215,30 @@ def get_world_size(group=None):
     return g.size() if g.comm is not None else -1
 
 
-def get_process_group_ranks(group):
+def get_process_group_ranks(group: ProcessGroup) -> list[int]:
     """The global ranks in `group`, in the group's order."""
     return list(group.ranks)
 
 
-def get_global_rank(group, group_rank):
+def get_global_rank(group: ProcessGroup, group_rank: int) -> int:
     return group.ranks[group_rank]
 
 
-def get_group_rank(group, global_rank):
+def get_group_rank(group: ProcessGroup, global_rank: int) -> int:
     return group.group_rank(global_rank, "get_group_rank")
 
 
-def get_backend(group=None):
+def get_backend(group: ProcessGroup | None = None) -> str:
     usable_group(group, "get_backend")
     return "mpi"
 
 
-def new_group(ranks=None, timeout=None, backend=None, **kwargs):
+def new_group(
+    ranks: Sequence[int] | None = None,
+    timeout: float | datetime.timedelta | None = None,
+    backend: str | None = None,
+    **kwargs: Any,
+) -> ProcessGroup:
     """A process group of the global `ranks` (all ranks when None). Every rank of the default group must call it,
     members or not, in the same order (as in torch); a rank outside gets ``GroupMember.NON_GROUP_MEMBER``."""
     world = usable_group(None, "new_group")
@@ -248,7 +264,7 @@ def _non_member():
     return g
 
 
-def destroy_process_group(group=None):
+def destroy_process_group(group: ProcessGroup | None = None) -> None:
     """Free `group`'s communicators; with None, every group and the default one (init_process_group may then run
     again)."""
     if _state.world is None:

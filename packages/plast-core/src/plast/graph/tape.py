@@ -19,8 +19,11 @@ graph/_scheduler.pyx, graph/inplace.py, graph/_mutation.pyx, autograd, ops) can 
 what records above them; kernels never see it.
 """
 
+from __future__ import annotations
+
 import contextlib
 import weakref
+from collections.abc import Callable, Hashable
 
 from ..kernels.cpu.kernels import copy as cpu_copy
 from ..kernels.cpu.kernels import np_view
@@ -30,7 +33,7 @@ _tape = None  # the Tape being recorded, or None
 _host_side = 0  # >0 while runtime_input callbacks run: their writes are not part of the plan
 
 
-def tracing():
+def tracing() -> bool:
     """True while a @plast.jit function is being traced (not while a backward pass or an optimizer's updates
     are recorded: those run as they would unrecorded)."""
     return _tape is not None and _tape.traces
@@ -165,14 +168,14 @@ def note_random(fill_fn, t, what):
         _tape.kernel(lambda node, inputs, outputs: fill_fn(outputs[0]), None, [], [t], what, "random")
 
 
-def note_state(obj, keyfn):
+def note_state(obj: object, keyfn: Callable[[], Hashable]) -> None:
     """Record keyfn() of obj; a later call whose keyfn() differs traces again (modules: training flag and
     parameters)."""
     if tracing():
         _tape.states.append((weakref.ref(obj), keyfn, keyfn()))
 
 
-def runtime_input(fn):
+def runtime_input(fn: Callable[[], object]) -> None:
     """Call fn now and before every replay of the plan being traced. What fn writes (e.g. an optimizer copying
     the current learning rate into its hyperparameter tensor) is a runtime input, not part of the plan."""
     global _host_side

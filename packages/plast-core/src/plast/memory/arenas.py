@@ -1,10 +1,15 @@
 """The process's arenas, per device: one persistent (leaves, parameters, grads, optimizer state) and one
 transient (results of ops). DESIGN §3."""
 
+from __future__ import annotations
+
 import contextlib
+from collections.abc import Iterator
+from typing import Any
 
 from .._core import cuda_driver as backend
 from .._core.devices import Device, as_device
+from .._core.hints import DeviceLike
 from .arena import Arena
 from .arena import view_of as _cpu_view_of
 
@@ -63,7 +68,12 @@ def transient(dev_type="cpu"):
     return arenas(dev_type)[1]
 
 
-def init_arenas(device=Device.CPU, persistent_bytes=None, transient_bytes=None, grow=True):
+def init_arenas(
+    device: DeviceLike = Device.CPU,
+    persistent_bytes: int | None = None,
+    transient_bytes: int | None = None,
+    grow: bool = True,
+) -> None:
     """Set up the arenas of `device`. Optional: by default arenas grow on demand.
 
     With ``grow=False`` each arena holds exactly the bytes given and a request that does not fit raises
@@ -81,7 +91,7 @@ def init_arenas(device=Device.CPU, persistent_bytes=None, transient_bytes=None, 
     _make(dev.type, persistent_bytes, transient_bytes, grow)
 
 
-def reset_transient_arenas():
+def reset_transient_arenas() -> None:
     """Free every transient block at once (O(1)). Tensors still holding transient memory become stale:
     reading them raises StaleTensorError. Leaves, parameters, grads and jit results are not transient."""
     for _, t in _arenas.values():
@@ -89,7 +99,7 @@ def reset_transient_arenas():
 
 
 @contextlib.contextmanager
-def arena_scope():
+def arena_scope() -> Iterator[None]:
     """Run a block and free all transient memory it made on exit (like reset_transient_arenas())."""
     try:
         yield
@@ -97,7 +107,7 @@ def arena_scope():
         reset_transient_arenas()
 
 
-def arena_stats():
+def arena_stats() -> dict[str, dict[str, dict[str, Any]]]:
     """Bytes in use, reserved and peak, per device and arena."""
     out = {}
     for dev_type in list(_arenas) or ["cpu"]:

@@ -7,6 +7,8 @@ reads instead of recomputing the softmax statistics. With ``create_graph`` the b
 gradients in plast ops instead (recomputing the scores), so double backward works.
 """
 
+from __future__ import annotations
+
 import math
 import weakref
 
@@ -14,6 +16,7 @@ from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core import grad_mode as autograd_state
 from .._core.errors import ShapeError
+from .._core.hints import TensorBase
 from .._core.shapes import broadcast_shapes
 from ..graph._graph import record
 from ..kernels.cpu import kernels_attention as K
@@ -24,6 +27,7 @@ from .creation import tensor
 from .elementwise import add, mul
 from .linalg import matmul
 from .nn import _safe_softmax, _same_device, _tensor_check, dropout, softmax_backward
+from .random import Generator
 from .registry import register
 
 # NOTE: a node holds its outputs by weak reference and callers only keep `out`, so the lse output is kept here
@@ -117,17 +121,17 @@ def _causal_mask(L, S, dt, device):
 
 
 def scaled_dot_product_attention(
-    query,
-    key,
-    value,
-    attn_mask=None,
-    dropout_p=0.0,
-    is_causal=False,
-    scale=None,
-    enable_gqa=False,
+    query: TensorBase,
+    key: TensorBase,
+    value: TensorBase,
+    attn_mask: TensorBase | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
     *,
-    generator=None,
-):
+    generator: Generator | None = None,
+) -> TensorBase:
     """softmax(q @ k^T * scale + mask) @ v with torch's semantics: a bool mask marks positions that may be
     attended (True), a float mask is added to the scores; is_causal masks the upper triangle. Rows with
     nothing to attend give zeros. Without a mask or dropout, float32/float64 operands of at least 3 dims with

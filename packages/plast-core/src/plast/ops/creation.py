@@ -1,7 +1,11 @@
 """Tensor factories (plast.tensor, zeros, arange, rand, ...). Everything made here is a leaf in the persistent
 arena (DESIGN §3), made by ops/factory.py."""
 
+from __future__ import annotations
+
 import numbers
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -9,6 +13,7 @@ from .._core import dtypes
 from .._core._structs import TensorBase
 from .._core.devices import as_device
 from .._core.errors import DTypeError
+from .._core.hints import DeviceLike, DTypeLike, Number, SizeArg
 from ..graph import tape
 from ..graph._graph import tensor_class
 from ..memory.arena import borrow
@@ -62,7 +67,9 @@ def _to_numpy(data, fn="tensor"):
     return arr, inferred
 
 
-def tensor(data, dtype=None, device=None, requires_grad=False):
+def tensor(
+    data: Any, dtype: DTypeLike | None = None, device: DeviceLike | None = None, requires_grad: bool = False
+) -> TensorBase:
     """A new leaf tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors).
 
     Python ints give int64, Python floats float32, numpy arrays keep their dtype.
@@ -84,13 +91,13 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     return _from_array(arr, dt, device, requires_grad)
 
 
-def as_tensor(data, dtype=None, device=None):
+def as_tensor(data: Any, dtype: DTypeLike | None = None, device: DeviceLike | None = None) -> TensorBase:
     if isinstance(data, TensorBase) and (dtype is None or dtypes.as_dtype(dtype) is data.dtype):
         return data
     return tensor(data, dtype=dtype, device=device)
 
 
-def from_numpy(arr):
+def from_numpy(arr: np.ndarray) -> TensorBase:
     """A tensor sharing memory with a C-contiguous numpy array (changes show on both sides), like torch."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(arr).__name__}")
@@ -107,12 +114,23 @@ def from_numpy(arr):
     return tensor_class()._from_storage(st, arr.shape, dt)
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False):
+def empty(
+    *size: SizeArg,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> TensorBase:
     shape = _shape_arg(size, "empty")
     return _new_leaf(shape, dtypes.as_dtype(dtype or dtypes.default_float), device, requires_grad)
 
 
-def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+def full(
+    size: int | Sequence[int],
+    fill_value: Number,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> TensorBase:
     shape = _shape_arg((size,) if isinstance(size, int) else tuple(size), "full")
     if not isinstance(fill_value, (numbers.Number, np.number)):
         raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
@@ -139,7 +157,12 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     return t
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False):
+def zeros(
+    *size: SizeArg,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> TensorBase:
     return full(
         _shape_arg(size, "zeros"),
         0,
@@ -149,7 +172,12 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
     )
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False):
+def ones(
+    *size: SizeArg,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> TensorBase:
     return full(
         _shape_arg(size, "ones"),
         1,
@@ -165,27 +193,55 @@ def _like(t, dtype):
     return t.shape, (dtype or t.dtype)
 
 
-def zeros_like(t, dtype=None, requires_grad=False, device=None):
+def zeros_like(
+    t: TensorBase,
+    dtype: DTypeLike | None = None,
+    requires_grad: bool = False,
+    device: DeviceLike | None = None,
+) -> TensorBase:
     shape, dt = _like(t, dtype)
     return zeros(shape, dtype=dt, device=device or t.device, requires_grad=requires_grad)
 
 
-def ones_like(t, dtype=None, requires_grad=False, device=None):
+def ones_like(
+    t: TensorBase,
+    dtype: DTypeLike | None = None,
+    requires_grad: bool = False,
+    device: DeviceLike | None = None,
+) -> TensorBase:
     shape, dt = _like(t, dtype)
     return ones(shape, dtype=dt, device=device or t.device, requires_grad=requires_grad)
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False, device=None):
+def full_like(
+    t: TensorBase,
+    fill_value: Number,
+    dtype: DTypeLike | None = None,
+    requires_grad: bool = False,
+    device: DeviceLike | None = None,
+) -> TensorBase:
     shape, dt = _like(t, dtype)
     return full(shape, fill_value, dtype=dt, device=device or t.device, requires_grad=requires_grad)
 
 
-def empty_like(t, dtype=None, requires_grad=False, device=None):
+def empty_like(
+    t: TensorBase,
+    dtype: DTypeLike | None = None,
+    requires_grad: bool = False,
+    device: DeviceLike | None = None,
+) -> TensorBase:
     shape, dt = _like(t, dtype)
     return empty(shape, dtype=dt, device=device or t.device, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+def arange(
+    start: float,
+    end: float | None = None,
+    step: float = 1,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> TensorBase:
     """Values from start (inclusive) to end (exclusive) by step; ints give int64, any float gives float32."""
     if end is None:
         start, end = 0, start
@@ -204,7 +260,14 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     return _from_array(arr.astype(dt.np), dt, device, requires_grad)
 
 
-def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+def linspace(
+    start: float,
+    end: float,
+    steps: int,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> TensorBase:
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
     dt = dtypes.as_dtype(dtype or dtypes.default_float)
@@ -213,7 +276,13 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     )
 
 
-def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+def eye(
+    n: int,
+    m: int | None = None,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> TensorBase:
     dt = dtypes.as_dtype(dtype or dtypes.default_float)
     return _from_array(np.eye(n, m, dtype=dt.np), dt, device, requires_grad)
 
@@ -247,17 +316,36 @@ def _fill_random_cuda(t, kind, p1, p2, generator):
     return t
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def rand(
+    *size: SizeArg,
+    generator: random.Generator | None = None,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> TensorBase:
     """Uniform on [0, 1), from the Philox stream of `generator` (the global one by default)."""
     return _random_leaf("uniform", size, "rand", 0.0, 1.0, generator, dtype, device, requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def randn(
+    *size: SizeArg,
+    generator: random.Generator | None = None,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> TensorBase:
     """Standard normal, from the Philox stream of `generator` (the global one by default)."""
     return _random_leaf("normal", size, "randn", 0.0, 1.0, generator, dtype, device, requires_grad)
 
 
-def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
+def randint(
+    low: int,
+    high: int | None = None,
+    size: SizeArg | None = None,
+    generator: random.Generator | None = None,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+) -> TensorBase:
     """Integers uniform on [low, high)."""
     if high is None:
         low, high = 0, low
@@ -286,9 +374,19 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
     return t
 
 
-def rand_like(t, generator=None, dtype=None, device=None):
+def rand_like(
+    t: TensorBase,
+    generator: random.Generator | None = None,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+) -> TensorBase:
     return rand(t.shape, generator=generator, dtype=dtype or t.dtype, device=device or t.device)
 
 
-def randn_like(t, generator=None, dtype=None, device=None):
+def randn_like(
+    t: TensorBase,
+    generator: random.Generator | None = None,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+) -> TensorBase:
     return randn(t.shape, generator=generator, dtype=dtype or t.dtype, device=device or t.device)

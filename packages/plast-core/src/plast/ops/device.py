@@ -9,10 +9,13 @@ A transfer always computes its input first and its own output at once, so no unr
 devices: the scheduler, the memory planner and fusion only ever see graphs of one device.
 """
 
+from __future__ import annotations
+
 from .._core import dtypes as _dtypes
 from .._core import grad_mode as autograd_state
 from .._core._structs import TensorBase
 from .._core.devices import as_device
+from .._core.hints import DeviceLike
 from ..graph._graph import record, tensor_class
 from ..graph.tape import tracing
 from ..kernels.host import host_array
@@ -54,7 +57,7 @@ def _check_device(dev):
     return dev
 
 
-def to_device(x, device):
+def to_device(x: TensorBase, device: DeviceLike) -> TensorBase:
     """x on `device` (x itself when it is there already)."""
     if not isinstance(x, TensorBase):
         raise TypeError(f"to_device: expected a tensor, got {type(x).__name__}")
@@ -76,7 +79,7 @@ def to_device(x, device):
     return out
 
 
-def cuda(x, device=None, non_blocking=False):
+def cuda(x: TensorBase, device: DeviceLike | int | None = None, non_blocking: bool = False) -> TensorBase:
     """x on the GPU (``non_blocking`` is accepted for torch's sake; copies are synchronous)."""
     if device is None:
         device = "cuda"

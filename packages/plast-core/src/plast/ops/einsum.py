@@ -5,6 +5,10 @@ operands are contracted left to right, each pair as one batched matmul: (batch, 
 (batch, contracted, kept-right). Labels of size 1 broadcast against the other operands, as in torch.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 from .._core._structs import TensorBase
 from .._core.errors import ShapeError
 from . import movement
@@ -82,7 +86,7 @@ def _contract(a, la, b, lb, keep, size):
     return movement.reshape(out, tuple(size[lab] for lab in labels)), labels
 
 
-def einsum(equation, *operands):
+def einsum(equation: str, *operands: TensorBase | Sequence[TensorBase]) -> TensorBase:
     """Einstein summation, as torch.einsum: ``einsum("bij,bjk->bik", a, b)``; '...' broadcasts, labels repeated
     within one operand take its diagonal, and without '->' the output is the labels used once, sorted.
 

@@ -15,7 +15,11 @@ Their backward rules use each other, so double backward works. gather/scatter be
 the index and the size); index tensors that already hold values are also checked at the call.
 """
 
+from __future__ import annotations
+
 import numbers
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +27,7 @@ from .._core import dtypes
 from .._core._structs import TensorBase
 from .._core.errors import DeviceMismatchError, DTypeError, ShapeError
 from .._core.grad_mode import is_grad_enabled
+from .._core.hints import Number, TensorOrNumber
 from .._core.shapes import broadcast_shapes, norm_dim
 from ..graph._graph import record
 from ..graph.tape import tracing
@@ -288,7 +293,7 @@ def _indexed_shape(p):
 # ---- __getitem__ / __setitem__ / index_put ----
 
 
-def getitem(x, index):
+def getitem(x: TensorBase, index: Any) -> TensorBase:
     """``x[index]`` with torch's rules: ints, slices (positive steps), None, ..., integer tensors/lists/arrays and
     boolean masks. Basic indexing returns a view; advanced indexing gathers a copy.
 
@@ -334,7 +339,7 @@ def _put(x, p, values, accumulate, op):
     return _index_put_raw(x, v, p.adv, args)
 
 
-def setitem(x, index, value):
+def setitem(x: TensorBase, index: Any, value: TensorOrNumber) -> None:
     """``x[index] = value`` (value broadcasts to the indexed shape and is cast to x's dtype). In place, as in
     torch; differentiable with respect to both x's old value and `value`.
 
@@ -353,7 +358,12 @@ def _indices_tuple(indices, op):
     return tuple(slice(None) if i is None else i for i in indices)
 
 
-def index_put(x, indices, values, accumulate=False):
+def index_put(
+    x: TensorBase,
+    indices: TensorBase | Sequence[TensorBase | None],
+    values: TensorOrNumber,
+    accumulate: bool = False,
+) -> TensorBase:
     """Out-of-place ``x[indices] = values`` (or ``+=`` with accumulate=True, where repeated indices add up).
 
     >>> plast.zeros(3).index_put((plast.tensor([0, 0, 2]),), plast.tensor(1.0), accumulate=True).tolist()
@@ -363,13 +373,18 @@ def index_put(x, indices, values, accumulate=False):
     return _put(x, p, values, accumulate, "index_put")
 
 
-def index_put_(x, indices, values, accumulate=False):
+def index_put_(
+    x: TensorBase,
+    indices: TensorBase | Sequence[TensorBase | None],
+    values: TensorOrNumber,
+    accumulate: bool = False,
+) -> TensorBase:
     """In-place index_put."""
     p = _parse(x, _indices_tuple(indices, "index_put_"))
     return _inplace(x, lambda old: _put(old, p, values, accumulate, "index_put_"), "index_put_")
 
 
-def masked_select(x, mask):
+def masked_select(x: TensorBase, mask: TensorBase) -> TensorBase:
     """The elements of x where the (broadcast) bool mask is True, as a 1-D tensor.
 
     >>> plast.masked_select(plast.tensor([1, 2, 3]), plast.tensor([True, False, True])).tolist()
@@ -436,7 +451,7 @@ def _check_along(x, d, index, op, src=None):
     _check_values(index, x.shape[d], d, False)
 
 
-def gather(x, dim, index, *, sparse_grad=False):
+def gather(x: TensorBase, dim: int, index: TensorBase, *, sparse_grad: bool = False) -> TensorBase:
     """out[i][j][k] = x[i][index[i][j][k]][k] for dim=1 (and so on): torch.gather.
 
     >>> plast.gather(plast.tensor([[1, 2], [3, 4]]), 1, plast.tensor([[1], [0]])).tolist()
@@ -497,7 +512,15 @@ def _scatter_any(x, dim, index, src, reduce, op):
     return _scatter_reduce(x, dim, index, src, "prod", True, op)
 
 
-def scatter(x, dim, index, src=None, *, value=None, reduce=None):
+def scatter(
+    x: TensorBase,
+    dim: int,
+    index: TensorBase,
+    src: TensorOrNumber | None = None,
+    *,
+    value: Number | None = None,
+    reduce: str | None = None,
+) -> TensorBase:
     """Out-of-place torch.scatter: x with src[i][j][k] written at x[index[i][j][k]][j][k] (dim=0); `src` may be a
     tensor or a number (or pass value=); reduce='add' / 'multiply' combine instead of writing.
 
@@ -511,7 +534,15 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
     return _scatter_any(x, dim, index, src, reduce, "scatter")
 
 
-def scatter_(x, dim, index, src=None, *, value=None, reduce=None):
+def scatter_(
+    x: TensorBase,
+    dim: int,
+    index: TensorBase,
+    src: TensorOrNumber | None = None,
+    *,
+    value: Number | None = None,
+    reduce: str | None = None,
+) -> TensorBase:
     """In-place scatter."""
     if src is None:
         if value is None:
@@ -520,7 +551,7 @@ def scatter_(x, dim, index, src=None, *, value=None, reduce=None):
     return _inplace(x, lambda old: _scatter_any(old, dim, index, src, reduce, "scatter_"), "scatter_")
 
 
-def scatter_add(x, dim, index, src):
+def scatter_add(x: TensorBase, dim: int, index: TensorBase, src: TensorBase) -> TensorBase:
     """Out-of-place torch.scatter_add: x with src added at the scattered positions (repeats add up).
 
     >>> plast.zeros(3).scatter_add(0, plast.tensor([2, 2]), plast.tensor([5.0, 7.0])).tolist()
@@ -529,7 +560,7 @@ def scatter_add(x, dim, index, src):
     return _scatter(x, dim, index, src, True, "scatter_add")
 
 
-def scatter_add_(x, dim, index, src):
+def scatter_add_(x: TensorBase, dim: int, index: TensorBase, src: TensorBase) -> TensorBase:
     """In-place scatter_add."""
     return _inplace(x, lambda old: _scatter(old, dim, index, src, True, "scatter_add_"), "scatter_add_")
 
@@ -664,7 +695,9 @@ def _scatter_reduce(x, dim, index, src, reduce, include_self, op):
     return record(SCATTER_REDUCE, (x, index, src), args, [(tuple(x.shape), x.dtype)], x.device)[0]
 
 
-def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
+def scatter_reduce(
+    x: TensorBase, dim: int, index: TensorBase, src: TensorBase, reduce: str, *, include_self: bool = True
+) -> TensorBase:
     """torch.scatter_reduce: x with src[i] reduced into x[index[i]] along `dim` by reduce = 'sum', 'prod',
     'mean', 'amax' or 'amin'; with include_self=False x's own value at a position that receives values takes no
     part. Integer 'mean' rounds down, like torch. Gradients as torch defines them (ties of amax/amin share).
@@ -676,7 +709,9 @@ def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
     return _scatter_reduce(x, dim, index, src, reduce, include_self, "scatter_reduce")
 
 
-def scatter_reduce_(x, dim, index, src, reduce, *, include_self=True):
+def scatter_reduce_(
+    x: TensorBase, dim: int, index: TensorBase, src: TensorBase, reduce: str, *, include_self: bool = True
+) -> TensorBase:
     """In-place scatter_reduce."""
     return _inplace(
         x,
@@ -692,7 +727,7 @@ def _index_1d(index, op):
     return movement.reshape(index, (1,)) if index.ndim == 0 else index
 
 
-def index_select(x, dim, index):
+def index_select(x: TensorBase, dim: int, index: TensorBase) -> TensorBase:
     """The entries of x at positions `index` (1-D) along `dim`.
 
     >>> plast.tensor([[1, 2], [3, 4]]).index_select(1, plast.tensor([1, 1, 0])).tolist()
@@ -733,7 +768,9 @@ def _index_add(x, dim, index, source, alpha, op):
     return _index_put_raw(x, vals, (index,), args)
 
 
-def index_add(x, dim, index, source, *, alpha=1):
+def index_add(
+    x: TensorBase, dim: int, index: TensorBase, source: TensorBase, *, alpha: Number = 1
+) -> TensorBase:
     """x with alpha * source added at positions `index` along `dim` (repeats add up).
 
     >>> plast.zeros(3).index_add(0, plast.tensor([0, 0]), plast.tensor([1.0, 2.0])).tolist()
@@ -742,12 +779,14 @@ def index_add(x, dim, index, source, *, alpha=1):
     return _index_add(x, dim, index, source, alpha, "index_add")
 
 
-def index_add_(x, dim, index, source, *, alpha=1):
+def index_add_(
+    x: TensorBase, dim: int, index: TensorBase, source: TensorBase, *, alpha: Number = 1
+) -> TensorBase:
     """In-place index_add."""
     return _inplace(x, lambda old: _index_add(old, dim, index, source, alpha, "index_add_"), "index_add_")
 
 
-def take_along_dim(x, indices, dim=None):
+def take_along_dim(x: TensorBase, indices: TensorBase, dim: int | None = None) -> TensorBase:
     """torch.take_along_dim: gather with x and indices broadcast against each other except along `dim`
     (the flattened tensors when dim is None).
 
@@ -772,7 +811,7 @@ def take_along_dim(x, indices, dim=None):
     return gather(movement.expand(x, tuple(bx)), d, movement.expand(indices, tuple(bi)))
 
 
-def _iter(x):
+def _iter(x: TensorBase) -> Iterator[TensorBase]:
     if x.ndim == 0:
         raise TypeError("iteration over a 0-d tensor")
 

@@ -3,11 +3,14 @@
 The mechanism is graph/inplace.py: each op here only says how the new value is computed from the old one.
 """
 
+from __future__ import annotations
+
 import numbers
 
 from .._core import grad_mode as autograd_state
 from .._core._structs import TensorBase
 from .._core.errors import ShapeError
+from .._core.hints import Number, TensorOrNumber
 from .._core.shapes import broadcast_shapes
 from ..graph import inplace as _engine
 from ..graph.inplace import write_inplace
@@ -28,19 +31,19 @@ def apply_inplace(t, fn, opname):
     return _engine.apply_inplace(t, lambda old: movement.cast(fn(old), t.dtype), opname)
 
 
-def add_(t, other, *, alpha=1):
+def add_(t: TensorBase, other: TensorOrNumber, *, alpha: Number = 1) -> TensorBase:
     return apply_inplace(t, lambda old: add(old, other, alpha=alpha), "add_")
 
 
-def sub_(t, other, *, alpha=1):
+def sub_(t: TensorBase, other: TensorOrNumber, *, alpha: Number = 1) -> TensorBase:
     return apply_inplace(t, lambda old: sub(old, other, alpha=alpha), "sub_")
 
 
-def mul_(t, other):
+def mul_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
     return apply_inplace(t, lambda old: mul(old, other), "mul_")
 
 
-def div_(t, other):
+def div_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
     if not t.dtype.is_floating_point:
         raise RuntimeError(
             f"div_: the result of true division is float, which can't be stored in {t.dtype} in place"
@@ -48,20 +51,20 @@ def div_(t, other):
     return apply_inplace(t, lambda old: div(old, other), "div_")
 
 
-def clamp_(t, min=None, max=None):  # noqa: A002
+def clamp_(t: TensorBase, min: TensorOrNumber | None = None, max: TensorOrNumber | None = None) -> TensorBase:  # noqa: A002
 
     return apply_inplace(t, lambda old: clamp(old, min, max), "clamp_")
 
 
-def masked_fill_(t, mask, value):
+def masked_fill_(t: TensorBase, mask: TensorBase, value: TensorOrNumber) -> TensorBase:
     return apply_inplace(t, lambda old: masked_fill(old, mask, value), "masked_fill_")
 
 
-def pow_(t, exponent):
+def pow_(t: TensorBase, exponent: TensorOrNumber) -> TensorBase:
     return apply_inplace(t, lambda old: _pow(old, exponent), "pow_")
 
 
-def fill_(t, value):
+def fill_(t: TensorBase, value: TensorOrNumber) -> TensorBase:
     if isinstance(value, TensorBase):
         if value.numel() != 1:
             raise ValueError(
@@ -75,11 +78,11 @@ def fill_(t, value):
     return apply_inplace(t, lambda old: movement.expand(src, t.shape), "fill_")
 
 
-def zero_(t):
+def zero_(t: TensorBase) -> TensorBase:
     return fill_(t, 0)
 
 
-def copy_(t, src):
+def copy_(t: TensorBase, src: TensorBase) -> TensorBase:
     """Copy src's values into t (broadcasting src to t's shape, casting to t's dtype), from any device."""
     if not isinstance(src, TensorBase):
         raise TypeError(f"copy_ expects a tensor, got {type(src).__name__}")
@@ -141,11 +144,15 @@ def _random_(t, kind, p1, p2, generator, opname):
     return apply_inplace(t, lambda old: fresh, opname)
 
 
-def uniform_(t, a=0.0, b=1.0, *, generator=None):
+def uniform_(
+    t: TensorBase, a: float = 0.0, b: float = 1.0, *, generator: random.Generator | None = None
+) -> TensorBase:
     return _random_(t, "uniform", float(a), float(b), generator, "uniform_")
 
 
-def normal_(t, mean=0.0, std=1.0, *, generator=None):
+def normal_(
+    t: TensorBase, mean: float = 0.0, std: float = 1.0, *, generator: random.Generator | None = None
+) -> TensorBase:
     return _random_(t, "normal", float(mean), float(std), generator, "normal_")
 
 

@@ -1,7 +1,10 @@
 """Casts, copies and views."""
 
+from __future__ import annotations
+
 from .._core import grad_mode as autograd_state
 from .._core.errors import ShapeError
+from .._core.hints import TensorBase
 from ..graph import _graph
 from ..graph._graph import record
 from ..kernels.cpu import kernels as cpu
@@ -15,7 +18,7 @@ CAST = adopt(_graph.CAST)
 COPY = register("copy", cpu=cpu.copy, backward=lambda node, g: (g,), saves_inputs=False, half=True)
 
 
-def clone(x):
+def clone(x: TensorBase) -> TensorBase:
     """A copy of x. Outside a graph (``t.detach().clone()``) the copy is made now, in persistent memory, so it
     survives reset_transient_arenas() (DESIGN §3); inside a graph it is an op like any other."""
     if x.requires_grad and autograd_state.grad_enabled:
@@ -56,7 +59,7 @@ cast, contiguous, view, reshape = _movement.cast, _movement.contiguous, _movemen
 expand, permute, transpose = _movement.expand, _movement.permute, _movement.transpose
 
 
-def t(x):
+def t(x: TensorBase) -> TensorBase:
     """The transpose of a matrix (0-d and 1-d tensors are returned as they are), as torch.t."""
     if x.ndim > 2:
         raise ShapeError(

@@ -6,12 +6,16 @@ cross_entropy_backward, ...), and every backward rule is written in plast ops so
 rest (linear, mse/l1/smooth_l1, rms_norm, dropout, scaled_dot_product_attention) are composites of primitives.
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Sequence
 
 from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core.errors import DTypeError, ShapeError
 from .._core.grad_mode import is_grad_enabled, no_grad
+from .._core.hints import Dims, DTypeLike, ShapeLike, TensorBase
 from .._core.shapes import broadcast_shapes, norm_dim
 from ..graph._graph import record
 from ..graph.tape import tracing
@@ -27,6 +31,7 @@ from .indexing import getitem, index_put_, index_select
 from .inplace import mul_
 from .linalg import matmul
 from .pointwise import clamp_min, gt, where
+from .random import Generator
 from .registry import register
 from .shape import _identity_map, strided_scatter, strided_view
 from .unary import _out, abs, exp, log, log1p, relu, sigmoid, sqrt  # noqa: A004
@@ -138,7 +143,7 @@ def _softmax_like(op, x, dim, dtype, name, args=()):
     return record(op, (x,), (d,) + args, [(x.shape, x.dtype)], x.device)[0]
 
 
-def softmax(x, dim=None, dtype=None):
+def softmax(x: TensorBase, dim: int | None = None, dtype: DTypeLike | None = None) -> TensorBase:
     """exp(x) / sum(exp(x)) along `dim`, computed stably in one kernel.
 
     >>> plast.softmax(plast.tensor([0.0, 0.0]), dim=0).tolist()
@@ -152,7 +157,7 @@ def _safe_softmax(x, dim):
     return _softmax_like(SOFTMAX, x, dim, None, "softmax", (True,))
 
 
-def log_softmax(x, dim=None, dtype=None):
+def log_softmax(x: TensorBase, dim: int | None = None, dtype: DTypeLike | None = None) -> TensorBase:
     """log(softmax(x)) along `dim`, computed stably in one kernel.
 
     >>> round(plast.log_softmax(plast.tensor([0.0, 0.0]), dim=0)[0].item(), 4)
@@ -171,7 +176,7 @@ def log_softmax_backward(grad, output, dim):
     return record(LOG_SOFTMAX_BW, (grad, output), (dim,), [(output.shape, output.dtype)], output.device)[0]
 
 
-def logsumexp(x, dim=None, keepdim=False):
+def logsumexp(x: TensorBase, dim: Dims | None = None, keepdim: bool = False) -> TensorBase:
     """log(sum(exp(x))) over `dim` (an int or a tuple of ints; all dims when None), computed stably.
 
     >>> round(plast.logsumexp(plast.tensor([0.0, 0.0]), dim=0).item(), 4)
@@ -337,15 +342,15 @@ def _prep_class_loss(input, target, weight, op, allow_prob):
 
 
 def cross_entropy(
-    input,
-    target,
-    weight=None,
-    size_average=None,
-    ignore_index=-100,
-    reduce=None,
-    reduction="mean",
-    label_smoothing=0.0,
-):
+    input: TensorBase,
+    target: TensorBase,
+    weight: TensorBase | None = None,
+    size_average: bool | None = None,
+    ignore_index: int = -100,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> TensorBase:
     """Cross-entropy between logits `input` (N, C, d1, ...) and class indices (N, d1, ...) or class
     probabilities (input's shape), as torch.nn.functional.cross_entropy. One fused kernel (log_softmax + nll).
 
@@ -377,7 +382,15 @@ def cross_entropy(
     return out
 
 
-def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+def nll_loss(
+    input: TensorBase,
+    target: TensorBase,
+    weight: TensorBase | None = None,
+    size_average: bool | None = None,
+    ignore_index: int = -100,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> TensorBase:
     """Negative log-likelihood of log-probabilities `input` (N, C, d1, ...) at class indices (N, d1, ...).
 
     >>> plast.nll_loss(plast.tensor([[-1.0, -2.0]]), plast.tensor([1])).item()
@@ -415,7 +428,14 @@ def _weighted(loss, weight, reduction, op):
     return _reduce(loss, reduction)
 
 
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+def mse_loss(
+    input: TensorBase,
+    target: TensorBase,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    weight: TensorBase | None = None,
+) -> TensorBase:
     """Mean squared error (targets broadcast as in torch).
 
     >>> plast.mse_loss(plast.tensor([1.0, 3.0]), plast.tensor([0.0, 0.0])).item()
@@ -432,7 +452,14 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return _weighted(mul(d, d), weight, reduction, "mse_loss")
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+def l1_loss(
+    input: TensorBase,
+    target: TensorBase,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    weight: TensorBase | None = None,
+) -> TensorBase:
     """Mean absolute error.
 
     >>> plast.l1_loss(plast.tensor([1.0, -3.0]), plast.tensor([0.0, 0.0])).item()
@@ -445,7 +472,14 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return _weighted(abs(sub(x, t)), weight, reduction, "l1_loss")
 
 
-def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+def smooth_l1_loss(
+    input: TensorBase,
+    target: TensorBase,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    beta: float = 1.0,
+) -> TensorBase:
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target).
 
     >>> plast.smooth_l1_loss(plast.tensor([0.5, 3.0]), plast.tensor([0.0, 0.0]), reduction="sum").item()
@@ -538,7 +572,14 @@ def _bce_weight(w, x, op, name="weight"):
     return movement.cast(w, x.dtype)
 
 
-def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+def binary_cross_entropy(
+    input: TensorBase,
+    target: TensorBase,
+    weight: TensorBase | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> TensorBase:
     """-w (t log x + (1 - t) log(1 - x)) for probabilities x (logs clamped at -100, as in torch).
 
     >>> round(plast.binary_cross_entropy(plast.tensor([0.5]), plast.tensor([1.0])).item(), 4)
@@ -559,8 +600,14 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 
 def binary_cross_entropy_with_logits(
-    input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None
-):
+    input: TensorBase,
+    target: TensorBase,
+    weight: TensorBase | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    pos_weight: TensorBase | None = None,
+) -> TensorBase:
     """Binary cross-entropy on logits, computed stably in one kernel; `pos_weight` weighs positive examples.
 
     >>> round(plast.binary_cross_entropy_with_logits(plast.tensor([0.0]), plast.tensor([1.0])).item(), 4)
@@ -655,8 +702,14 @@ def _check_ids_now(ids, n, op, what):
 
 
 def embedding(
-    input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False
-):
+    input: TensorBase,
+    weight: TensorBase,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> TensorBase:
     """Rows of `weight` picked by integer ids of any shape; output is ids.shape + (embedding_dim,).
     The row at `padding_idx` gets no gradient. With `max_norm`, the rows the ids pick whose `norm_type`-norm
     exceeds max_norm are first rescaled to that norm IN PLACE in `weight` (as torch does, without gradient);
@@ -707,7 +760,7 @@ def _embedding_renorm_(weight, ids, max_norm, norm_type):
         index_put_(weight, (flat,), mul(rows, scale))
 
 
-def one_hot(tensor, num_classes=-1):
+def one_hot(tensor: TensorBase, num_classes: int = -1) -> TensorBase:
     """int64 one-hot encoding with a new last dim of size num_classes (max + 1 when -1).
 
     >>> plast.one_hot(plast.tensor([0, 2]), 3).tolist()
@@ -813,7 +866,13 @@ def _affine_param(p, ns, x, op, name):
     return movement.cast(p, x.dtype)
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(
+    input: TensorBase,
+    normalized_shape: int | ShapeLike,
+    weight: TensorBase | None = None,
+    bias: TensorBase | None = None,
+    eps: float = 1e-5,
+) -> TensorBase:
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing `normalized_shape` dims, one kernel.
 
     >>> [round(v, 3) for v in plast.layer_norm(plast.tensor([[1.0, 3.0]]), (2,))[0].tolist()]
@@ -830,7 +889,12 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return record(LAYER_NORM, ins, (k, float(eps), w is not None, b is not None), specs, x.device)[0]
 
 
-def rms_norm(input, normalized_shape, weight=None, eps=None):
+def rms_norm(
+    input: TensorBase,
+    normalized_shape: int | ShapeLike,
+    weight: TensorBase | None = None,
+    eps: float | None = None,
+) -> TensorBase:
     """x / sqrt(mean(x^2) + eps) * weight over the trailing dims (eps defaults to the dtype's machine epsilon).
 
     >>> plast.rms_norm(plast.tensor([[3.0, 4.0]]), (2,), eps=0.0).shape
@@ -855,7 +919,14 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 DROPOUT_MASK = register("dropout_mask", cpu=K.dropout_mask)
 
 
-def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
+def dropout(
+    input: TensorBase,
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,
+    *,
+    generator: Generator | None = None,
+) -> TensorBase:
     """Zero each element with probability p and scale the rest by 1/(1-p); the mask comes from `generator`'s
     Philox stream (the global one by default). Identity when not training or p == 0.
 
@@ -895,7 +966,7 @@ def _pad_indices(n, left, right, mode):
     return src
 
 
-def pad(x, pad, mode="constant", value=None):
+def pad(x: TensorBase, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> TensorBase:
     """torch.nn.functional.pad: `pad` lists (left, right) amounts for the last dim first, then the one before...
 
     Negative amounts crop (constant mode). Modes: 'constant' (with `value`, default 0), 'reflect', 'replicate',

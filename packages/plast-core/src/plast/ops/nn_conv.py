@@ -5,9 +5,12 @@ Every backward row is linear in its gradient input, so its own backward is anoth
 pooling's backward is undone by average pooling): double backward works without special cases.
 """
 
+from __future__ import annotations
+
 from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core.errors import DTypeError, ShapeError
+from .._core.hints import TensorBase
 from ..graph._graph import record
 from ..kernels.cpu import kernels_nn as K
 from . import autocast as _autocast
@@ -105,7 +108,15 @@ def _conv_padding(padding, k, dil, stride, op):
     return (ph, ph, pw, pw)
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d(
+    input: TensorBase,
+    weight: TensorBase,
+    bias: TensorBase | None = None,
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] | str = 0,
+    dilation: int | tuple[int, int] = 1,
+    groups: int = 1,
+) -> TensorBase:
     """2-D cross-correlation over NCHW input with a weight of shape (out_channels, in_channels/groups, kH, kW),
     as torch.nn.functional.conv2d (stride, padding incl. 'same'/'valid', dilation, groups).
 
@@ -229,7 +240,15 @@ MAX_POOL_BW = register("max_pool2d_backward", cpu=K.max_pool2d_backward, backwar
 POOL_GATHER = register("max_pool2d_gather", cpu=K.pool_gather, backward=_pool_gather_bw)
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+def max_pool2d(
+    input: TensorBase,
+    kernel_size: int | tuple[int, int],
+    stride: int | tuple[int, int] | None = None,
+    padding: int | tuple[int, int] = 0,
+    dilation: int | tuple[int, int] = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> TensorBase | tuple[TensorBase, TensorBase]:
     """2-D max pooling over NCHW input, as torch.nn.functional.max_pool2d; with return_indices=True also the
     flat index (into each H*W plane) of every maximum.
 
@@ -266,8 +285,14 @@ AVG_POOL_BW = register(
 
 
 def avg_pool2d(
-    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
-):
+    input: TensorBase,
+    kernel_size: int | tuple[int, int],
+    stride: int | tuple[int, int] | None = None,
+    padding: int | tuple[int, int] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> TensorBase:
     """2-D average pooling over NCHW input, as torch.nn.functional.avg_pool2d.
 
     >>> plast.avg_pool2d(plast.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()

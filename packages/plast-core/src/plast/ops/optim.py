@@ -9,7 +9,12 @@ never op arguments: a plan replayed by ``@plast.jit`` then follows a scheduler's
 itself. Only structure (how many parameters, which options are on) is in the op's arguments.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 from .._core.grad_mode import no_grad
+from .._core.hints import TensorBase
 from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim as K
 from . import _optim_args
@@ -25,7 +30,16 @@ _tensor_list, _scalar_list, _hypers = _optim_args.tensor_list, _optim_args.scala
 _check_distinct, _check_devices = _optim_args.check_distinct, _optim_args.check_devices
 
 
-def sgd_update_(params, grads, momentum_bufs, hyper, *, fresh=None, nesterov=False, maximize=False):
+def sgd_update_(
+    params: Sequence[TensorBase],
+    grads: Sequence[TensorBase],
+    momentum_bufs: Sequence[TensorBase] | None,
+    hyper: TensorBase | Sequence[TensorBase],
+    *,
+    fresh: Sequence[TensorBase] | None = None,
+    nesterov: bool = False,
+    maximize: bool = False,
+) -> None:
     """SGD (torch.optim.SGD's rule) over all `params` in one in-place pass.
 
     `hyper` is a float tensor [lr, momentum, dampening, weight_decay] (or a list of them, one per parameter),
@@ -65,17 +79,17 @@ def sgd_update_(params, grads, momentum_bufs, hyper, *, fresh=None, nesterov=Fal
 
 
 def adam_update_(
-    params,
-    grads,
-    exp_avgs,
-    exp_avg_sqs,
-    step,
-    hyper,
-    amsgrad=False,
-    decoupled_weight_decay=False,
-    max_exp_avg_sqs=None,
-    maximize=False,
-):
+    params: Sequence[TensorBase],
+    grads: Sequence[TensorBase],
+    exp_avgs: Sequence[TensorBase],
+    exp_avg_sqs: Sequence[TensorBase],
+    step: Sequence[TensorBase],
+    hyper: TensorBase | Sequence[TensorBase],
+    amsgrad: bool = False,
+    decoupled_weight_decay: bool = False,
+    max_exp_avg_sqs: Sequence[TensorBase] | None = None,
+    maximize: bool = False,
+) -> None:
     """Adam / AdamW (torch.optim.Adam's rule, bias-corrected) over all `params` in one in-place pass.
 
     `hyper` is a float tensor [lr, beta1, beta2, eps, weight_decay] (or a list of them, one per parameter);

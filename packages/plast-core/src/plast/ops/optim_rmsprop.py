@@ -5,7 +5,12 @@ tensors read when the kernel runs, so a plan replayed by ``@plast.jit`` follows 
 structure (how many parameters, centered / momentum / maximize) is in the op's arguments.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 from .._core.grad_mode import no_grad
+from .._core.hints import TensorBase
 from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim_rmsprop as K
 from .optim import _check_devices, _check_distinct, _hypers, _scalar_list, _tensor_list
@@ -15,16 +20,16 @@ RMSPROP_UPDATE = register("rmsprop_update", cpu=K.rmsprop_update)
 
 
 def rmsprop_update_(
-    params,
-    grads,
-    square_avgs,
-    step,
-    hyper,
+    params: Sequence[TensorBase],
+    grads: Sequence[TensorBase],
+    square_avgs: Sequence[TensorBase],
+    step: Sequence[TensorBase],
+    hyper: TensorBase | Sequence[TensorBase],
     *,
-    momentum_buffers=None,
-    grad_avgs=None,
-    maximize=False,
-):
+    momentum_buffers: Sequence[TensorBase] | None = None,
+    grad_avgs: Sequence[TensorBase] | None = None,
+    maximize: bool = False,
+) -> None:
     """RMSprop over all `params` in one in-place pass: ``square_avg = alpha * square_avg + (1 - alpha) * g^2``,
     ``avg = sqrt(square_avg - grad_avg^2 if centered else square_avg) + eps``, then ``p -= lr * g / avg`` or,
     with `momentum_buffers`, ``buf = momentum * buf + g / avg; p -= lr * buf``.

@@ -6,6 +6,8 @@ logical ops and ``isnan``-style tests return bool and carry no gradient; ``floor
 rounding ops have a zero gradient. Composites (``softplus``, ``elu``, ``lerp``, ...) are written in primitives.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
@@ -13,6 +15,7 @@ import numpy as np
 from .._core import dtypes
 from .._core._structs import TensorBase
 from .._core.errors import DeviceMismatchError, DTypeError, ShapeError
+from .._core.hints import Number, TensorOrNumber
 from .._core.shapes import broadcast_shapes
 from ..graph._graph import record
 from ..kernels.cpu import kernels_pointwise as cpu
@@ -100,7 +103,7 @@ def _pow_bw(node, g):
 POW = register("pow", cpu=cpu.pow_, backward=_pow_bw)
 
 
-def pow(input, exponent):  # noqa: A001
+def pow(input: TensorOrNumber, exponent: TensorOrNumber) -> TensorBase:  # noqa: A001
     """input ** exponent for tensors and Python numbers (either side), with broadcasting and promotion.
 
     Integer tensors raised to integer powers stay integer; a negative Python int exponent of an integer tensor
@@ -151,7 +154,7 @@ def _division(op, a, b):
     return record(op, (a, b), (), [(shape, dt)], dev)[0]
 
 
-def floor_divide(input, other):
+def floor_divide(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """input // other rounded toward minus infinity (Python's and torch's rule). No gradient. Integer division
     by zero raises ZeroDivisionError when the value is computed; float division by zero gives +-inf or nan.
 
@@ -161,7 +164,7 @@ def floor_divide(input, other):
     return _division(FLOOR_DIVIDE, input, other)
 
 
-def remainder(input, other):
+def remainder(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """input - floor(input / other) * other: the result has the sign of `other` (Python's ``%``).
 
     >>> plast.remainder(plast.tensor([5, -5]), 3).tolist()
@@ -170,7 +173,7 @@ def remainder(input, other):
     return _division(REMAINDER, input, other)
 
 
-def fmod(input, other):
+def fmod(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """C's fmod: the remainder of division rounded toward zero; the result has the sign of `input`.
 
     >>> plast.fmod(plast.tensor([5, -5]), 3).tolist()
@@ -198,7 +201,7 @@ MAXIMUM = register("maximum", cpu=cpu.minmax, backward=_minmax_bw, chain="maximu
 MINIMUM = register("minimum", cpu=cpu.minmax, backward=_minmax_bw, chain="minimum")
 
 
-def maximum(input, other):
+def maximum(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """Elementwise maximum, NaN-propagating, with broadcasting and promotion. On ties the gradient is split
     evenly between the inputs, as in torch.
 
@@ -208,7 +211,7 @@ def maximum(input, other):
     return _elementwise(MAXIMUM, (input, other))
 
 
-def minimum(input, other):
+def minimum(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """Elementwise minimum, NaN-propagating (see maximum).
 
     >>> plast.minimum(plast.tensor([1.0, 5.0]), 2.0).tolist()
@@ -238,7 +241,11 @@ def _clamp_bw(node, g):
 CLAMP = register("clamp", cpu=cpu.clamp, backward=_clamp_bw)
 
 
-def clamp(input, min=None, max=None):  # noqa: A002
+def clamp(
+    input: TensorBase,
+    min: TensorOrNumber | None = None,
+    max: TensorOrNumber | None = None,  # noqa: A002
+) -> TensorBase:
     """Limit input to [min, max]; each bound is a number, a tensor (broadcast) or None. NaN propagates.
     When min > max every element becomes max, as in torch. The gradient flows to input inside [min, max]
     (bounds included), to a bound where it is the result.
@@ -254,7 +261,7 @@ def clamp(input, min=None, max=None):  # noqa: A002
     return record(CLAMP, tuple(ts), (min is not None, max is not None), [(shape, dt)], dev)[0]
 
 
-def clamp_min(input, min):  # noqa: A002
+def clamp_min(input: TensorBase, min: TensorOrNumber) -> TensorBase:  # noqa: A002
     """clamp(input, min=min).
 
     >>> plast.clamp_min(plast.tensor([-1.0, 2.0]), 0.0).tolist()
@@ -263,7 +270,7 @@ def clamp_min(input, min):  # noqa: A002
     return clamp(input, min=min)
 
 
-def clamp_max(input, max):  # noqa: A002
+def clamp_max(input: TensorBase, max: TensorOrNumber) -> TensorBase:  # noqa: A002
     """clamp(input, max=max).
 
     >>> plast.clamp_max(plast.tensor([-1.0, 2.0]), 0.0).tolist()
@@ -297,7 +304,7 @@ def _check_bool(t, opname, what):
         )
 
 
-def nonzero(x, *, as_tuple=False):
+def nonzero(x: TensorBase, *, as_tuple: bool = False) -> TensorBase | tuple[TensorBase, ...]:
     """Indices of the non-zero elements: an (N, ndim) int64 tensor, or a tuple of ndim 1-D tensors.
 
     Reads x's values (the result's shape depends on them).
@@ -319,7 +326,11 @@ def nonzero(x, *, as_tuple=False):
     return tensor(np.stack(nz, axis=1).astype(np.int64), device=dev)
 
 
-def where(condition, input=None, other=None):  # noqa: A002
+def where(
+    condition: TensorBase,
+    input: TensorOrNumber | None = None,  # noqa: A002
+    other: TensorOrNumber | None = None,
+) -> TensorBase | tuple[TensorBase, ...]:
     """input where condition is True, else other; tensors or numbers, broadcast together and promoted. With only
     `condition`, the indices of its nonzero elements as a tuple of 1-D int64 tensors (``nonzero(as_tuple=True)``).
 
@@ -343,11 +354,11 @@ def where(condition, input=None, other=None):  # noqa: A002
     return record(WHERE, (condition, a, b), (), [(shape, dt)], dev)[0]
 
 
-def _tensor_where(self, condition, other):
+def _tensor_where(self: TensorBase, condition: TensorBase, other: TensorOrNumber) -> TensorBase:
     return where(condition, self, other)
 
 
-def masked_fill(input, mask, value):
+def masked_fill(input: TensorBase, mask: TensorBase, value: TensorOrNumber) -> TensorBase:
     """input with `value` (a number or a 0-d tensor, cast to input's dtype) where `mask` is True; mask is a
     bool tensor broadcastable with input.
 
@@ -392,7 +403,7 @@ def _no_grad_op(name, kernel):
 CMP = {n: _no_grad_op(n, cpu.binary) for n in ("eq", "ne", "lt", "le", "gt", "ge")}
 
 
-def eq(input, other):
+def eq(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """input == other elementwise (bool).
 
     >>> plast.eq(plast.tensor([1, 2]), 2).tolist()
@@ -401,22 +412,22 @@ def eq(input, other):
     return _elementwise(CMP["eq"], (input, other), dtypes.bool_)
 
 
-def ne(input, other):
+def ne(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """input != other elementwise (bool)."""
     return _elementwise(CMP["ne"], (input, other), dtypes.bool_)
 
 
-def lt(input, other):
+def lt(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """input < other elementwise (bool)."""
     return _elementwise(CMP["lt"], (input, other), dtypes.bool_)
 
 
-def le(input, other):
+def le(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """input <= other elementwise (bool)."""
     return _elementwise(CMP["le"], (input, other), dtypes.bool_)
 
 
-def gt(input, other):
+def gt(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """input > other elementwise (bool).
 
     >>> (plast.tensor([1.0, 3.0]) > 2).tolist()
@@ -425,7 +436,7 @@ def gt(input, other):
     return _elementwise(CMP["gt"], (input, other), dtypes.bool_)
 
 
-def ge(input, other):
+def ge(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """input >= other elementwise (bool)."""
     return _elementwise(CMP["ge"], (input, other), dtypes.bool_)
 
@@ -448,7 +459,7 @@ def _logical(name, a, b):
     return _elementwise(LOGICAL[name], (_as_bool(a, name), _as_bool(b, name)), dtypes.bool_)
 
 
-def logical_and(input, other):
+def logical_and(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """True where both are nonzero (any dtypes; bool result).
 
     >>> plast.logical_and(plast.tensor([1.0, 0.0, 2.0]), plast.tensor([True, True, False])).tolist()
@@ -457,17 +468,17 @@ def logical_and(input, other):
     return _logical("logical_and", input, other)
 
 
-def logical_or(input, other):
+def logical_or(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """True where either is nonzero (bool result)."""
     return _logical("logical_or", input, other)
 
 
-def logical_xor(input, other):
+def logical_xor(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """True where exactly one is nonzero (bool result)."""
     return _logical("logical_xor", input, other)
 
 
-def logical_not(input):
+def logical_not(input: TensorBase) -> TensorBase:
     """True where input is zero (bool result).
 
     >>> plast.logical_not(plast.tensor([0.0, 2.0])).tolist()
@@ -489,7 +500,7 @@ def _bitwise(name, a, b):
     return record(BITWISE[name], tuple(ts), (), [(shape, dt)], dev)[0]
 
 
-def bitwise_and(input, other):
+def bitwise_and(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """Bitwise AND of integer or bool tensors (``&``; logical AND for bool).
 
     >>> (plast.tensor([6, 3]) & 5).tolist()
@@ -498,17 +509,17 @@ def bitwise_and(input, other):
     return _bitwise("bitwise_and", input, other)
 
 
-def bitwise_or(input, other):
+def bitwise_or(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """Bitwise OR of integer or bool tensors (``|``)."""
     return _bitwise("bitwise_or", input, other)
 
 
-def bitwise_xor(input, other):
+def bitwise_xor(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
     """Bitwise XOR of integer or bool tensors (``^``)."""
     return _bitwise("bitwise_xor", input, other)
 
 
-def bitwise_not(input):
+def bitwise_not(input: TensorBase) -> TensorBase:
     """Bitwise NOT of an integer or bool tensor (``~``; logical NOT for bool).
 
     >>> (~plast.tensor([True, False])).tolist()
@@ -527,7 +538,7 @@ def _test(name, x):
     return record(TESTS[name], (x,), (), [(x.shape, dtypes.bool_)], x.device)[0]
 
 
-def isfinite(input):
+def isfinite(input: TensorBase) -> TensorBase:
     """True where input is neither inf nor nan.
 
     >>> plast.isfinite(plast.tensor([1.0, float("inf"), float("nan")])).tolist()
@@ -536,12 +547,12 @@ def isfinite(input):
     return _test("isfinite", input)
 
 
-def isnan(input):
+def isnan(input: TensorBase) -> TensorBase:
     """True where input is nan."""
     return _test("isnan", input)
 
 
-def isinf(input):
+def isinf(input: TensorBase) -> TensorBase:
     """True where input is +inf or -inf."""
     return _test("isinf", input)
 
@@ -567,7 +578,7 @@ def _rounding(name, x, args=()):
     return record(ROUNDING[name], (x,), args, [(x.shape, x.dtype)], x.device)[0]
 
 
-def floor(input):
+def floor(input: TensorBase) -> TensorBase:
     """Round down to a whole number (the gradient is zero).
 
     >>> plast.floor(plast.tensor([1.5, -1.5])).tolist()
@@ -576,17 +587,17 @@ def floor(input):
     return _rounding("floor", input)
 
 
-def ceil(input):
+def ceil(input: TensorBase) -> TensorBase:
     """Round up to a whole number (the gradient is zero)."""
     return _rounding("ceil", input)
 
 
-def trunc(input):
+def trunc(input: TensorBase) -> TensorBase:
     """Round toward zero (the gradient is zero)."""
     return _rounding("trunc", input)
 
 
-def round(input, decimals=0):  # noqa: A001
+def round(input: TensorBase, decimals: int = 0) -> TensorBase:  # noqa: A001
     """Round half to even, to `decimals` decimal places (negative: to tens, hundreds, ...), as torch.round.
 
     >>> plast.round(plast.tensor([0.5, 1.5, 2.567])).tolist()
@@ -613,7 +624,7 @@ def _float_unary(op, x):
     return record(op, (x,), (), [(x.shape, x.dtype)], x.device)[0]
 
 
-def exp2(input):
+def exp2(input: TensorBase) -> TensorBase:
     """2 ** input (integers give float32).
 
     >>> plast.exp2(plast.tensor([0.0, 3.0])).tolist()
@@ -622,12 +633,12 @@ def exp2(input):
     return _float_unary(EXP2, input)
 
 
-def log2(input):
+def log2(input: TensorBase) -> TensorBase:
     """Base-2 logarithm."""
     return _float_unary(LOG2, input)
 
 
-def log10(input):
+def log10(input: TensorBase) -> TensorBase:
     """Base-10 logarithm.
 
     >>> plast.log10(plast.tensor([100.0])).tolist()
@@ -636,12 +647,12 @@ def log10(input):
     return _float_unary(LOG10, input)
 
 
-def expm1(input):
+def expm1(input: TensorBase) -> TensorBase:
     """exp(input) - 1, accurate near zero."""
     return _float_unary(EXPM1, input)
 
 
-def reciprocal(input):
+def reciprocal(input: TensorBase) -> TensorBase:
     """1 / input (integers give float32).
 
     >>> plast.reciprocal(plast.tensor([2.0, 4.0])).tolist()
@@ -650,7 +661,7 @@ def reciprocal(input):
     return div(1.0, _check_tensor(input, "reciprocal"))
 
 
-def square(input):
+def square(input: TensorBase) -> TensorBase:
     """input * input (bool gives int64, as in torch).
 
     >>> plast.square(plast.tensor([-3, 2])).tolist()
@@ -674,7 +685,7 @@ def _no_inplace(inplace, opname):
         raise NotImplementedError(f"{opname}(inplace=True) is not implemented; use the out-of-place form")
 
 
-def softplus(input, beta=1.0, threshold=20.0):
+def softplus(input: TensorBase, beta: float = 1.0, threshold: float = 20.0) -> TensorBase:
     """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold (torch.nn.functional.softplus).
 
     >>> plast.softplus(plast.tensor([30.0])).tolist()
@@ -689,7 +700,7 @@ def softplus(input, beta=1.0, threshold=20.0):
     return where(gt(bx, threshold), x, soft)
 
 
-def leaky_relu(input, negative_slope=0.01, inplace=False):
+def leaky_relu(input: TensorBase, negative_slope: float = 0.01, inplace: bool = False) -> TensorBase:
     """x where x > 0, else negative_slope * x.
 
     >>> plast.leaky_relu(plast.tensor([-2.0, 3.0]), 0.25).tolist()
@@ -700,7 +711,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     return where(gt(x, 0), x, mul(x, negative_slope))
 
 
-def elu(input, alpha=1.0, inplace=False):
+def elu(input: TensorBase, alpha: float = 1.0, inplace: bool = False) -> TensorBase:
     """x where x > 0, else alpha * (exp(x) - 1).
 
     >>> plast.elu(plast.tensor([0.0, 2.0])).tolist()
@@ -712,7 +723,9 @@ def elu(input, alpha=1.0, inplace=False):
     return where(gt(x, 0), x, mul(expm1(clamp_max(x, 0.0)), alpha))
 
 
-def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+def hardtanh(
+    input: TensorBase, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
+) -> TensorBase:
     """clamp(x, min_val, max_val), with torch's gradient: zero at the bounds themselves.
 
     >>> plast.hardtanh(plast.tensor([-3.0, 0.5, 3.0])).tolist()
@@ -726,7 +739,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     return where(le(input, min_val), min_val, where(ge(input, max_val), max_val, input))
 
 
-def lerp(input, end, weight):
+def lerp(input: TensorBase, end: TensorBase, weight: TensorOrNumber) -> TensorBase:
     """input + weight * (end - input); weight is a number or a tensor (all broadcast).
 
     >>> plast.lerp(plast.tensor([0.0, 10.0]), plast.tensor([10.0, 20.0]), 0.25).tolist()
@@ -738,7 +751,7 @@ def lerp(input, end, weight):
     return add(input, mul(weight, sub(end, input)))
 
 
-def addcmul(input, tensor1, tensor2, *, value=1):
+def addcmul(input: TensorBase, tensor1: TensorBase, tensor2: TensorBase, *, value: Number = 1) -> TensorBase:
     """input + value * tensor1 * tensor2.
 
     >>> plast.addcmul(plast.tensor([1.0]), plast.tensor([2.0]), plast.tensor([3.0]), value=0.5).tolist()
@@ -748,7 +761,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     return add(input, prod if value == 1 else mul(prod, value))
 
 
-def addcdiv(input, tensor1, tensor2, *, value=1):
+def addcdiv(input: TensorBase, tensor1: TensorBase, tensor2: TensorBase, *, value: Number = 1) -> TensorBase:
     """input + value * tensor1 / tensor2 (floating point tensors; integer division is refused, as in torch).
 
     >>> plast.addcdiv(plast.tensor([1.0]), plast.tensor([3.0]), plast.tensor([2.0]), value=2).tolist()

@@ -5,9 +5,14 @@ what it used. Because the stream is a pure function of (seed, block), the CUDA b
 numbers for the same seed, and a saved state restores a run exactly.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
 
 from .._core import dtypes
+from .._core.hints import DeviceLike, TensorBase
 from ..graph import tape
 from ..kernels.cpu import _kernels
 from ..kernels.cpu._views import np_view
@@ -24,19 +29,19 @@ class Generator:
 
     __slots__ = ("_seed", "_offset", "device")
 
-    def __init__(self, device="cpu"):
+    def __init__(self, device: DeviceLike = "cpu") -> None:
         self._seed = 67280421310721  # torch's default seed, for familiarity
         self._offset = 0
         self.device = device
 
-    def manual_seed(self, seed):
+    def manual_seed(self, seed: int) -> Generator:
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
             raise TypeError(f"manual_seed expects an int, got {type(seed).__name__}")
         self._seed = int(seed) & 0xFFFFFFFFFFFFFFFF
         self._offset = 0
         return self
 
-    def seed(self):
+    def seed(self) -> int:
         """Seed from the OS's entropy and return the seed."""
         import os
 
@@ -44,14 +49,14 @@ class Generator:
         self.manual_seed(s)
         return s
 
-    def initial_seed(self):
+    def initial_seed(self) -> int:
         return self._seed
 
-    def get_state(self):
+    def get_state(self) -> TensorBase:
         """The state as an int64 tensor [seed, offset] (``set_state`` takes it back)."""
         return from_array(np.array([self._seed, self._offset], dtype=np.uint64).view(np.int64), dtypes.int64)
 
-    def set_state(self, state):
+    def set_state(self, state: TensorBase | Sequence[int]) -> Generator:
         arr = np.asarray(state.numpy() if hasattr(state, "numpy") else state)
         if arr.shape != (2,) or arr.dtype.kind not in "iu":
             raise ValueError(
@@ -74,24 +79,24 @@ class Generator:
 default_generator = Generator()
 
 
-def manual_seed(seed):
+def manual_seed(seed: int) -> Generator:
     """Seed the global generator (and return it), like torch.manual_seed."""
     return default_generator.manual_seed(seed)
 
 
-def seed():
+def seed() -> int:
     return default_generator.seed()
 
 
-def initial_seed():
+def initial_seed() -> int:
     return default_generator.initial_seed()
 
 
-def get_rng_state():
+def get_rng_state() -> TensorBase:
     return default_generator.get_state()
 
 
-def set_rng_state(state):
+def set_rng_state(state: TensorBase) -> None:
     default_generator.set_state(state)
 
 
@@ -103,7 +108,7 @@ def _gen(generator):
     return generator
 
 
-def blocks_for(kind, dtype_code, n):
+def blocks_for(kind: str, dtype_code: int, n: int) -> int:
     if kind == "u32" or (kind == "uniform" and dtype_code == 3):
         return (n + 3) // 4
     return (n + 1) // 2

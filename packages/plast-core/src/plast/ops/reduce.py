@@ -7,6 +7,8 @@ tie weights, products of the other elements). Values of max(dim)/sort/topk are t
 indices, so their gradient flows back through those indices to exactly one element each, like torch.
 """
 
+from __future__ import annotations
+
 import builtins
 import collections
 import math
@@ -15,6 +17,7 @@ from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core._structs import TensorBase
 from .._core.errors import DTypeError, ShapeError
+from .._core.hints import Dims, DTypeLike
 from .._core.shapes import norm_dim, numel
 from ..graph._graph import record
 from ..graph.tape import tracing
@@ -26,6 +29,7 @@ from .creation import eye, rand
 from .elementwise import add, div, mul, sub
 from .linalg import matmul
 from .pointwise import maximum, minimum, where
+from .random import Generator
 from .registry import register
 from .unary import exp, log, sign
 
@@ -152,7 +156,7 @@ def _amaxmin(op, x, dim, keepdim, name=None):
     return record(op, (x,), (dims, keepdim), [(shape, x.dtype)], x.device)[0]
 
 
-def amax(x, dim=(), keepdim=False):
+def amax(x: TensorBase, dim: Dims = (), keepdim: bool = False) -> TensorBase:
     """Maximum over `dim` (all dims when empty); the gradient is split evenly among ties, like torch.
 
     >>> plast.tensor([[1.0, 5.0], [3.0, 2.0]]).amax(0).tolist()
@@ -161,7 +165,7 @@ def amax(x, dim=(), keepdim=False):
     return _amaxmin(AMAX, x, dim, keepdim)
 
 
-def amin(x, dim=(), keepdim=False):
+def amin(x: TensorBase, dim: Dims = (), keepdim: bool = False) -> TensorBase:
     """Minimum over `dim` (all dims when empty); the gradient is split evenly among ties, like torch.
 
     >>> plast.tensor([[1.0, 5.0], [3.0, 2.0]]).amin(1).tolist()
@@ -191,7 +195,7 @@ def _arg(op, x, dim, keepdim):
     return record(op, (x,), (d, keepdim), [(shape, dtypes.int64)], x.device)[0]
 
 
-def argmax(x, dim=None, keepdim=False):
+def argmax(x: TensorBase, dim: int | None = None, keepdim: bool = False) -> TensorBase:
     """Index of the maximum (of the flattened tensor when dim is None; the first one on ties), int64.
 
     >>> plast.tensor([[1.0, 5.0], [3.0, 2.0]]).argmax().item()
@@ -200,7 +204,7 @@ def argmax(x, dim=None, keepdim=False):
     return _arg(ARGMAX, x, dim, keepdim)
 
 
-def argmin(x, dim=None, keepdim=False):
+def argmin(x: TensorBase, dim: int | None = None, keepdim: bool = False) -> TensorBase:
     """Index of the minimum (of the flattened tensor when dim is None; the first one on ties), int64.
 
     >>> plast.tensor([[1.0, 5.0], [3.0, 2.0]]).argmin(1).tolist()
@@ -229,7 +233,13 @@ def _minmax(name, x, dim, keepdim, other):
     return (_MaxResult if name == "max" else _MinResult)(values, idx)
 
 
-def max(x, dim=None, keepdim=False, *, other=None):  # noqa: A001
+def max(  # noqa: A001
+    x: TensorBase,
+    dim: int | TensorBase | None = None,
+    keepdim: bool = False,
+    *,
+    other: TensorBase | None = None,
+) -> TensorBase | tuple[TensorBase, TensorBase]:
     """torch.max: the maximum of all elements (a 0-d tensor; ties share the gradient), or with `dim` a
     ``(values, indices)`` tuple (the gradient goes to the returned index), or with a tensor as second argument
     the elementwise ``plast.maximum``.
@@ -241,7 +251,13 @@ def max(x, dim=None, keepdim=False, *, other=None):  # noqa: A001
     return _minmax("max", x, dim, keepdim, other)
 
 
-def min(x, dim=None, keepdim=False, *, other=None):  # noqa: A001
+def min(  # noqa: A001
+    x: TensorBase,
+    dim: int | TensorBase | None = None,
+    keepdim: bool = False,
+    *,
+    other: TensorBase | None = None,
+) -> TensorBase | tuple[TensorBase, TensorBase]:
     """torch.min: like ``max`` for the minimum.
 
     >>> plast.tensor([[1.0, 5.0], [3.0, 2.0]]).min().item()
@@ -253,7 +269,14 @@ def min(x, dim=None, keepdim=False, *, other=None):  # noqa: A001
 # ---------------------------------------------------------------- var / std
 
 
-def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def var(
+    x: TensorBase,
+    dim: Dims | bool | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: float | None = None,
+) -> TensorBase:
     """Variance over `dim` with Bessel's `correction` (default 1; ``unbiased=False`` means 0), like torch.
 
     >>> plast.tensor([1.0, 2.0, 3.0, 4.0]).var().item()
@@ -281,7 +304,14 @@ def _safe_sqrt_bw(node, g):
 SAFE_SQRT = register("reduce_safe_sqrt", cpu=rk.sqrt, backward=_safe_sqrt_bw)
 
 
-def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def std(
+    x: TensorBase,
+    dim: Dims | bool | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: float | None = None,
+) -> TensorBase:
     """Standard deviation: sqrt of ``var`` with the same arguments.
 
     >>> round(plast.tensor([1.0, 3.0]).std().item(), 4)
@@ -327,7 +357,13 @@ def _norm_bw(node, g):
 NORM = register("norm", cpu=rk.norm, backward=_norm_bw)
 
 
-def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+def norm(
+    x: TensorBase,
+    p: float | str = "fro",
+    dim: Dims | None = None,
+    keepdim: bool = False,
+    dtype: DTypeLike | None = None,
+) -> TensorBase:
     """torch.norm: the vector p-norm over `dim` (all dims when None) for p = 2 / 'fro' (default), 1, inf, -inf,
     0 or any other number, even over two dims, as in torch; p='nuc' is the nuclear norm of the matrices over
     two dims (see ``matrix_norm``). A zero norm has a zero gradient, like torch.
@@ -438,7 +474,14 @@ def _matrix_dims(x, dim, op):
     return d0, d1
 
 
-def matrix_norm(x, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
+def matrix_norm(
+    x: TensorBase,
+    ord: float | str = "fro",  # noqa: A002
+    dim: tuple[int, int] | list[int] = (-2, -1),
+    keepdim: bool = False,
+    *,
+    dtype: DTypeLike | None = None,
+) -> TensorBase:
     """torch.linalg.matrix_norm: the matrix norm of the matrices over the two dims `dim` (rows, columns):
     'fro', 'nuc' (sum of singular values), 2 / -2 (largest / smallest singular value), inf / -inf (max / min
     row sum of |x|), 1 / -1 (max / min column sum of |x|). Singular-value norms differentiate through the SVD
@@ -476,7 +519,14 @@ def matrix_norm(x, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
     )
 
 
-def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+def vector_norm(
+    x: TensorBase,
+    ord: float = 2,  # noqa: A002
+    dim: Dims | None = None,
+    keepdim: bool = False,
+    *,
+    dtype: DTypeLike | None = None,
+) -> TensorBase:
     """torch.linalg.vector_norm: the `ord`-norm of x flattened (dim None) or over `dim` (ord a number).
 
     >>> plast.ops.reduce.vector_norm(plast.tensor([[3.0], [4.0]])).item()
@@ -533,7 +583,9 @@ def _prod_bw(node, g):
 PROD = register("prod", cpu=rk.prod, backward=_prod_bw)
 
 
-def prod(x, dim=None, keepdim=False, *, dtype=None):
+def prod(
+    x: TensorBase, dim: int | None = None, keepdim: bool = False, *, dtype: DTypeLike | None = None
+) -> TensorBase:
     """Product of all elements, or along one `dim`. Integer and bool inputs multiply in int64, like torch.
     The gradient is exact when inputs hold zeros (products of the other elements, no division).
 
@@ -569,7 +621,7 @@ def _cumsum_bw(node, g):
 CUMSUM = register("cumsum", cpu=rk.cumsum, backward=_cumsum_bw)
 
 
-def cumsum(x, dim, *, dtype=None):
+def cumsum(x: TensorBase, dim: int, *, dtype: DTypeLike | None = None) -> TensorBase:
     """Running sum along `dim`. Integer and bool inputs sum in int64, like torch.
 
     >>> plast.tensor([1, 2, 3]).cumsum(0).tolist()
@@ -593,7 +645,9 @@ ARGSORT = register("argsort", cpu=rk.argsort)
 TOPK = register("topk", cpu=rk.topk)
 
 
-def sort(x, dim=-1, descending=False, stable=False):
+def sort(
+    x: TensorBase, dim: int = -1, descending: bool = False, stable: bool = False
+) -> tuple[TensorBase, TensorBase]:
     """Sorted values along `dim` and their indices (int64). Always stable: equal elements keep their order;
     NaN sorts as the largest value, like torch.
 
@@ -609,7 +663,7 @@ def sort(x, dim=-1, descending=False, stable=False):
     return _SortResult(values, idx)
 
 
-def argsort(x, dim=-1, descending=False, stable=False):
+def argsort(x: TensorBase, dim: int = -1, descending: bool = False, stable: bool = False) -> TensorBase:
     """Indices that sort `x` along `dim` (int64); see ``sort``.
 
     >>> plast.tensor([3.0, 1.0, 2.0]).argsort(descending=True).tolist()
@@ -618,7 +672,13 @@ def argsort(x, dim=-1, descending=False, stable=False):
     return sort(x, dim, descending, stable).indices
 
 
-def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+def topk(
+    x: TensorBase,
+    k: int,
+    dim: int = -1,
+    largest: bool = True,
+    sorted: bool = True,  # noqa: A002
+) -> tuple[TensorBase, TensorBase]:
     """The `k` largest (or smallest) values along `dim`, sorted, and their indices (int64).
 
     >>> v, i = plast.tensor([1.0, 4.0, 2.0, 3.0]).topk(2)
@@ -652,7 +712,7 @@ def _all_any(op, x, dim, keepdim):
     return record(op, (x,), (dims, keepdim), [(shape, dtypes.bool_)], x.device)[0]
 
 
-def all(x, dim=None, keepdim=False):  # noqa: A001
+def all(x: TensorBase, dim: Dims | None = None, keepdim: bool = False) -> TensorBase:  # noqa: A001
     """True where every element (over `dim`, or all) is nonzero; a bool tensor.
 
     >>> plast.tensor([[1, 0], [1, 1]]).all(1).tolist()
@@ -661,7 +721,7 @@ def all(x, dim=None, keepdim=False):  # noqa: A001
     return _all_any(ALL, x, dim, keepdim)
 
 
-def any(x, dim=None, keepdim=False):  # noqa: A001
+def any(x: TensorBase, dim: Dims | None = None, keepdim: bool = False) -> TensorBase:  # noqa: A001
     """True where some element (over `dim`, or all) is nonzero; a bool tensor.
 
     >>> plast.tensor([[1, 0], [0, 0]]).any(1).tolist()
@@ -675,7 +735,9 @@ def any(x, dim=None, keepdim=False):  # noqa: A001
 MULTINOMIAL = register("multinomial", cpu=rk.multinomial)
 
 
-def multinomial(probs, num_samples, replacement=False, *, generator=None):
+def multinomial(
+    probs: TensorBase, num_samples: int, replacement: bool = False, *, generator: Generator | None = None
+) -> TensorBase:
     """Sample category indices (int64) from rows of non-negative weights (1-D or 2-D `probs`), from the
     Philox stream of `generator` (the global one by default).
 

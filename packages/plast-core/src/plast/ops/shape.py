@@ -8,12 +8,16 @@ computed from the input's strides at record time. Its backward is ``strided_scat
 written into the same window), whose backward is the view again, so double backward works.
 """
 
+from __future__ import annotations
+
 import numbers
+from collections.abc import Sequence
 
 from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core._structs import TensorBase
 from .._core.errors import DeviceMismatchError, ShapeError
+from .._core.hints import Dims, ShapeLike, SizeArg
 from .._core.shapes import contiguous_strides, norm_dim, numel
 from ..graph._graph import record
 from ..kernels.cpu import kernels as cpu
@@ -83,7 +87,7 @@ def _view_as_shape(x, shape, strides):
 # ---- squeeze, unsqueeze, flatten, unflatten, movedim ----
 
 
-def squeeze(x, dim=None):
+def squeeze(x: TensorBase, dim: Dims | None = None) -> TensorBase:
     """Remove dims of size 1 (all of them, or those in `dim`; a dim whose size isn't 1 is left alone).
 
     >>> plast.zeros(2, 1, 3, 1).squeeze().shape
@@ -97,7 +101,7 @@ def squeeze(x, dim=None):
     return _view_as_shape(x, [x.shape[i] for i in keep], [x._strides[i] for i in keep])
 
 
-def unsqueeze(x, dim):
+def unsqueeze(x: TensorBase, dim: int) -> TensorBase:
     """Insert a dim of size 1 at `dim` (negative counts from the end of the result).
 
     >>> plast.zeros(2, 3).unsqueeze(-1).shape
@@ -114,7 +118,7 @@ def unsqueeze(x, dim):
     )[0]
 
 
-def flatten(x, start_dim=0, end_dim=-1):
+def flatten(x: TensorBase, start_dim: int = 0, end_dim: int = -1) -> TensorBase:
     """Merge dims start_dim..end_dim into one (a view when the memory allows it, else a copy, as in torch).
 
     >>> plast.zeros(2, 3, 4).flatten(1).shape
@@ -132,7 +136,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     return movement.reshape(x, shape)
 
 
-def unflatten(x, dim, sizes):
+def unflatten(x: TensorBase, dim: int, sizes: ShapeLike) -> TensorBase:
     """Split dim `dim` into `sizes` (one entry may be -1). Always a view.
 
     >>> plast.zeros(2, 12).unflatten(1, (3, -1)).shape
@@ -158,7 +162,7 @@ def unflatten(x, dim, sizes):
     return record(movement.VIEW, (x,), (shape, strides, 0), [(shape, x.dtype)], x.device)[0]
 
 
-def movedim(x, source, destination):
+def movedim(x: TensorBase, source: Dims, destination: Dims) -> TensorBase:
     """Move dims `source` to positions `destination` (ints or sequences); a view.
 
     >>> plast.zeros(2, 3, 4).movedim(0, -1).shape
@@ -183,17 +187,17 @@ def movedim(x, source, destination):
 moveaxis = movedim
 
 
-def expand_as(x, other):
+def expand_as(x: TensorBase, other: TensorBase) -> TensorBase:
     """x expanded to other's shape (a view)."""
     return movement.expand(x, tuple(other.shape))
 
 
-def view_as(x, other):
+def view_as(x: TensorBase, other: TensorBase) -> TensorBase:
     """x viewed with other's shape."""
     return movement.view(x, tuple(other.shape))
 
 
-def reshape_as(x, other):
+def reshape_as(x: TensorBase, other: TensorBase) -> TensorBase:
     """x reshaped to other's shape."""
     return movement.reshape(x, tuple(other.shape))
 
@@ -201,7 +205,7 @@ def reshape_as(x, other):
 # ---- narrow, select, diagonal ----
 
 
-def narrow(x, dim, start, length):
+def narrow(x: TensorBase, dim: int, start: int, length: int) -> TensorBase:
     """The view x[..., start:start+length, ...] along `dim`.
 
     >>> plast.arange(6).narrow(0, 2, 3).tolist()
@@ -222,7 +226,7 @@ def narrow(x, dim, start, length):
     return strided_view(x, shape, _identity_map(x.ndim), base)
 
 
-def select(x, dim, index):
+def select(x: TensorBase, dim: int, index: int) -> TensorBase:
     """The view x[..., index, ...] along `dim` (that dim removed).
 
     >>> plast.tensor([[1, 2], [3, 4]]).select(1, -1).tolist()
@@ -241,7 +245,7 @@ def select(x, dim, index):
     return strided_view(x, x.shape[:d] + x.shape[d + 1 :], dims_map, base)
 
 
-def diagonal(x, offset=0, dim1=0, dim2=1):
+def diagonal(x: TensorBase, offset: int = 0, dim1: int = 0, dim2: int = 1) -> TensorBase:
     """The view of the diagonal of dims (dim1, dim2), appended as the last dim (as torch.diagonal).
 
     >>> plast.tensor([[1, 2], [3, 4]]).diagonal().tolist()
@@ -299,7 +303,7 @@ def _tensor_list(tensors, op):
     return tensors
 
 
-def cat(tensors, dim=0):
+def cat(tensors: Sequence[TensorBase], dim: int = 0) -> TensorBase:
     """Concatenate tensors along an existing dim (dtypes promote as in torch).
 
     >>> plast.cat([plast.zeros(2, 3), plast.ones(1, 3)]).shape
@@ -335,7 +339,7 @@ concat = cat
 concatenate = cat
 
 
-def stack(tensors, dim=0):
+def stack(tensors: Sequence[TensorBase], dim: int = 0) -> TensorBase:
     """Join equally shaped tensors along a new dim.
 
     >>> plast.stack([plast.zeros(2), plast.ones(2)], dim=1).shape
@@ -355,19 +359,19 @@ def stack(tensors, dim=0):
     return cat([unsqueeze(t, d) for t in tensors], d)
 
 
-def hstack(tensors):
+def hstack(tensors: Sequence[TensorBase]) -> TensorBase:
     """Concatenate along dim 1 (dim 0 for 1-D tensors)."""
     tensors = _tensor_list(tensors, "hstack")
     return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
 
 
-def vstack(tensors):
+def vstack(tensors: Sequence[TensorBase]) -> TensorBase:
     """Concatenate along dim 0, treating 1-D tensors as rows."""
     tensors = _tensor_list(tensors, "vstack")
     return cat([unsqueeze(t, 0) if t.ndim <= 1 else t for t in tensors], 0)
 
 
-def split(x, split_size_or_sections, dim=0):
+def split(x: TensorBase, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[TensorBase, ...]:
     """Views of consecutive pieces along `dim`: pieces of one size (the last may be smaller) or of given sizes.
 
     >>> [t.shape[0] for t in plast.zeros(5).split(2)]
@@ -395,7 +399,7 @@ def split(x, split_size_or_sections, dim=0):
     return tuple(out)
 
 
-def chunk(x, chunks, dim=0):
+def chunk(x: TensorBase, chunks: int, dim: int = 0) -> tuple[TensorBase, ...]:
     """Split into `chunks` views of (nearly) equal size along `dim` (possibly fewer, as torch does).
 
     >>> [t.shape[0] for t in plast.zeros(5).chunk(3)]
@@ -411,7 +415,7 @@ def chunk(x, chunks, dim=0):
     return split(x, -(-n // chunks), d)
 
 
-def unbind(x, dim=0):
+def unbind(x: TensorBase, dim: int = 0) -> tuple[TensorBase, ...]:
     """The views x.select(dim, i) for every i.
 
     >>> [t.tolist() for t in plast.tensor([[1, 2], [3, 4]]).unbind(1)]
@@ -438,7 +442,7 @@ def _tri(op, x, diagonal):
     return record(op, (x,), (int(diagonal),), [(x.shape, x.dtype)], x.device)[0]
 
 
-def tril(x, diagonal=0):
+def tril(x: TensorBase, diagonal: int = 0) -> TensorBase:
     """The lower triangle of the last two dims (elements above `diagonal` set to 0).
 
     >>> plast.ones(2, 2).tril().tolist()
@@ -447,7 +451,7 @@ def tril(x, diagonal=0):
     return _tri(TRIL, x, diagonal)
 
 
-def triu(x, diagonal=0):
+def triu(x: TensorBase, diagonal: int = 0) -> TensorBase:
     """The upper triangle of the last two dims (elements below `diagonal` set to 0).
 
     >>> plast.ones(2, 2).triu().tolist()
@@ -472,7 +476,7 @@ def _dims_arg(dims, ndim, op):
     return out
 
 
-def flip(x, dims):
+def flip(x: TensorBase, dims: Dims) -> TensorBase:
     """Reverse the order of elements along `dims` (a copy, as in torch).
 
     >>> plast.tensor([1, 2, 3]).flip(0).tolist()
@@ -484,19 +488,19 @@ def flip(x, dims):
     return record(FLIP, (x,), (dims,), [(x.shape, x.dtype)], x.device)[0]
 
 
-def fliplr(x):
+def fliplr(x: TensorBase) -> TensorBase:
     if x.ndim < 2:
         raise ShapeError(f"fliplr: needs at least 2 dims, got shape {tuple(x.shape)}")
     return flip(x, 1)
 
 
-def flipud(x):
+def flipud(x: TensorBase) -> TensorBase:
     if x.ndim < 1:
         raise ShapeError("flipud: needs at least 1 dim, got a 0-d tensor")
     return flip(x, 0)
 
 
-def roll(x, shifts, dims=None):
+def roll(x: TensorBase, shifts: int | Sequence[int], dims: Dims | None = None) -> TensorBase:
     """Rotate elements along `dims` by `shifts` (the flattened tensor when dims is None).
 
     >>> plast.tensor([1, 2, 3, 4]).roll(1).tolist()
@@ -522,7 +526,7 @@ def roll(x, shifts, dims=None):
     return movement.clone(out) if out is x else out
 
 
-def repeat(x, *sizes):
+def repeat(x: TensorBase, *sizes: SizeArg) -> TensorBase:
     """Tile x `sizes[i]` times along each dim (len(sizes) >= x.ndim; extra leading dims are new).
 
     >>> plast.tensor([1, 2]).repeat(2, 2).tolist()
@@ -551,7 +555,7 @@ def repeat(x, *sizes):
     return movement.reshape(movement.contiguous(out), tuple(r * s for r, s in zip(sizes, shape)))
 
 
-def tile(x, dims):
+def tile(x: TensorBase, dims: int | Sequence[int]) -> TensorBase:
     """torch.tile: repeat, with `dims` padded with leading 1s to x's rank."""
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     if len(dims) < x.ndim:

@@ -1,8 +1,11 @@
 """Unary elementwise ops: rows of the op table with their backward rules."""
 
+from __future__ import annotations
+
 import math
 
 from .._core import dtypes
+from .._core.hints import TensorBase
 from ..graph._graph import convert, record
 from ..kernels.cpu import kernels as cpu
 from . import elementwise
@@ -78,65 +81,65 @@ ERF = register(
 )
 
 
-def exp(x):
+def exp(x: TensorBase) -> TensorBase:
     return _unary(EXP, x)
 
 
-def log(x):
+def log(x: TensorBase) -> TensorBase:
     return _unary(LOG, x)
 
 
-def log1p(x):
+def log1p(x: TensorBase) -> TensorBase:
     return _unary(LOG1P, x)
 
 
-def sqrt(x):
+def sqrt(x: TensorBase) -> TensorBase:
     return _unary(SQRT, x)
 
 
-def rsqrt(x):
+def rsqrt(x: TensorBase) -> TensorBase:
     return div(1.0, sqrt(x))
 
 
-def sin(x):
+def sin(x: TensorBase) -> TensorBase:
     return _unary(SIN, x)
 
 
-def cos(x):
+def cos(x: TensorBase) -> TensorBase:
     return _unary(COS, x)
 
 
-def tanh(x):
+def tanh(x: TensorBase) -> TensorBase:
     return _unary(TANH, x)
 
 
-def sigmoid(x):
+def sigmoid(x: TensorBase) -> TensorBase:
     return _unary(SIGMOID, x)
 
 
-def abs(x):  # noqa: A001
+def abs(x: TensorBase) -> TensorBase:  # noqa: A001
     return _unary(ABS, x)
 
 
-def sign(x):
+def sign(x: TensorBase) -> TensorBase:
     return _unary(SIGN, x)
 
 
-def relu(x):
+def relu(x: TensorBase) -> TensorBase:
     return _unary(RELU, x)
 
 
-def erf(x):
+def erf(x: TensorBase) -> TensorBase:
     return _unary(ERF, x)
 
 
-def silu(x):
+def silu(x: TensorBase) -> TensorBase:
     if dtypes.is_16bit(x.dtype):  # a composite: in float32, rounded once (as torch), not after each row
         return convert(silu(convert(x, dtypes.float32)), x.dtype)
     return mul(x, sigmoid(x))
 
 
-def gelu(x, approximate="none"):
+def gelu(x: TensorBase, approximate: str = "none") -> TensorBase:
     """GELU with the exact erf form (default) or torch's tanh approximation (approximate="tanh")."""
     if dtypes.is_16bit(x.dtype):  # a composite: in float32, rounded once (as torch), not after each row
         return convert(gelu(convert(x, dtypes.float32), approximate), x.dtype)
