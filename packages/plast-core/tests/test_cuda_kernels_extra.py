@@ -30,7 +30,8 @@ def _build(tmp_path_factory, name, source):
     (d / "shim.cpp").write_text(source)
     exe = d / "shim"
     # -ffp-contract=off: the host rounds each operation by itself, as the CPU backend's numpy does
-    cmd = [CXX, "-O2", "-std=c++17", "-ffp-contract=off", "-Wall", "-Werror", "-I", str(loader.KERNEL_DIR)]
+    # the include path nvcc gets (the kernels' folder, and _core for codes.h)
+    cmd = [CXX, "-O2", "-std=c++17", "-ffp-contract=off", "-Wall", "-Werror", *loader.include_flags()]
     subprocess.run([*cmd, str(d / "shim.cpp"), "-o", str(exe), "-lm"], check=True)
     return exe
 

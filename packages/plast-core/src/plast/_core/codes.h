@@ -1,5 +1,5 @@
-/* plast's shared codes: the one numbering of the fused GEMM epilogue's activations and of the losses' reductions.
- * The CPU kernels (kernels/cpu/csrc), the CUDA kernels (kernels/cuda/cu, compiled with -I on this folder) and
+/* plast's shared codes: the one numbering of every integer code that Python hands to a C or CUDA kernel (op
+ * codes, modes, kinds, flags), one named enum per family. The CPU kernels (kernels/cpu/csrc), the CUDA kernels (kernels/cuda/cu, compiled with -I on this folder) and
  * Python (plast._core.codes, through Cython) all read these names; no other file may number them
  * (tests/test_codes.py). Plain C: it is included from C11, CUDA C++ and Cython. */
 #ifndef PLAST_CODES_H
@@ -18,6 +18,139 @@ enum plast_reduction {
     PLAST_RED_NONE = 0,
     PLAST_RED_MEAN = 1,
     PLAST_RED_SUM = 2,
+};
+
+/* binary arithmetic (torch's add, sub, mul, div, maximum, minimum, pow, floor_divide, remainder, fmod,
+ * bitwise_and/or/xor). The CPU kernels (csrc/elementwise.c) and the elementwise-chain bytecode take the first
+ * PLAST_BIN_COUNT (add..minimum); CUDA (cu/elementwise.cu) takes them all. */
+enum plast_binary {
+    PLAST_BIN_ADD = 0,
+    PLAST_BIN_SUB = 1,
+    PLAST_BIN_MUL = 2,
+    PLAST_BIN_DIV = 3,
+    PLAST_BIN_MAX = 4, /* NaN-propagating, like torch.maximum */
+    PLAST_BIN_MIN = 5,
+    PLAST_BIN_POW = 6,
+    PLAST_BIN_FLOORDIV = 7,
+    PLAST_BIN_REMAINDER = 8, /* Python's %: the sign of the divisor */
+    PLAST_BIN_FMOD = 9,      /* C's fmod: the sign of the dividend */
+    PLAST_BIN_BITAND = 10,
+    PLAST_BIN_BITOR = 11,
+    PLAST_BIN_BITXOR = 12,
+};
+#define PLAST_BIN_COUNT (PLAST_BIN_MIN + 1) /* the binary codes the CPU kernels take */
+
+/* unary math. The CPU kernels (csrc/unary.c) and the elementwise-chain bytecode take the first PLAST_UN_COUNT
+ * (exp..sign); CUDA (cu/elementwise.cu) takes them all. */
+enum plast_unary {
+    PLAST_UN_EXP = 0,
+    PLAST_UN_LOG = 1,
+    PLAST_UN_LOG1P = 2,
+    PLAST_UN_SQRT = 3,
+    PLAST_UN_RSQRT = 4,
+    PLAST_UN_TANH = 5,
+    PLAST_UN_SIGMOID = 6,
+    PLAST_UN_RELU = 7,
+    PLAST_UN_ABS = 8,
+    PLAST_UN_NEG = 9,
+    PLAST_UN_GELU_TANH = 10,
+    PLAST_UN_GELU_ERF = 11,
+    PLAST_UN_SILU = 12,
+    PLAST_UN_ERF = 13,
+    PLAST_UN_RECIP = 14,
+    PLAST_UN_SQUARE = 15,
+    PLAST_UN_SIGN = 16,
+    PLAST_UN_SIN = 17,
+    PLAST_UN_COS = 18,
+    PLAST_UN_FLOOR = 19,
+    PLAST_UN_CEIL = 20,
+    PLAST_UN_TRUNC = 21,
+    PLAST_UN_ROUND = 22, /* to `decimals` places, half to even */
+    PLAST_UN_EXP2 = 23,
+    PLAST_UN_LOG2 = 24,
+    PLAST_UN_LOG10 = 25,
+    PLAST_UN_EXPM1 = 26,
+    PLAST_UN_BITNOT = 27,
+};
+#define PLAST_UN_COUNT (PLAST_UN_SIGN + 1) /* the unary codes the CPU kernels take */
+
+/* comparisons and logical binary ops, bool out (CUDA; the CPU compares through numpy) */
+enum plast_compare {
+    PLAST_CMP_EQ = 0,
+    PLAST_CMP_NE = 1,
+    PLAST_CMP_LT = 2,
+    PLAST_CMP_LE = 3,
+    PLAST_CMP_GT = 4,
+    PLAST_CMP_GE = 5,
+    PLAST_CMP_LAND = 6,
+    PLAST_CMP_LOR = 7,
+    PLAST_CMP_LXOR = 8,
+};
+
+/* unary predicates, bool out (CUDA) */
+enum plast_predicate {
+    PLAST_PRED_ISFINITE = 0,
+    PLAST_PRED_ISNAN = 1,
+    PLAST_PRED_ISINF = 2,
+    PLAST_PRED_LOGICAL_NOT = 3,
+    PLAST_PRED_NONZERO = 4,
+};
+
+/* reductions over dims (sum, amax, amin, ...). The CPU kernels (csrc/reduce.c) take sum, max and min; CUDA
+ * (cu/reduce.cu) takes them all. max and min propagate NaN, like torch.amax/amin. */
+enum plast_reduce_op {
+    PLAST_RD_SUM = 0,
+    PLAST_RD_MAX = 1,
+    PLAST_RD_MIN = 2,
+    PLAST_RD_PROD = 3,
+    PLAST_RD_ALL = 4,
+    PLAST_RD_ANY = 5,
+    PLAST_RD_NORM_P = 6, /* (sum |x|^p)^(1/p) */
+    PLAST_RD_NORM_2 = 7, /* sqrt(sum x^2) */
+};
+
+/* scatter_reduce's reduce= (torch's "sum" | "prod" | "mean" | "amax" | "amin"; CUDA, cu/scatter_reduce.cuh) */
+enum plast_scatter_reduce {
+    PLAST_SR_SUM = 0,
+    PLAST_SR_PROD = 1,
+    PLAST_SR_MEAN = 2,
+    PLAST_SR_AMAX = 3,
+    PLAST_SR_AMIN = 4,
+};
+
+/* the softmax family's mode (CPU, csrc/softmax.h) */
+enum plast_softmax_mode {
+    PLAST_SM_SOFTMAX = 0,
+    PLAST_SM_SAFE_SOFTMAX = 1, /* a row that is -inf everywhere gives zeros, not NaN */
+    PLAST_SM_LOG_SOFTMAX = 2,
+};
+
+/* what a cross-entropy style loss reads as its target (CUDA, cu/loss.cu): class indices, class probabilities,
+ * or nll_loss's indices into log-probabilities */
+enum plast_loss_kind {
+    PLAST_LOSS_INDEX = 0,
+    PLAST_LOSS_PROB = 1,
+    PLAST_LOSS_NLL = 2,
+};
+
+/* the fused optimizer updates (CPU, csrc/optim.h): the update rule, the tensors' dtype, and one call's
+ * structural flags (bits) */
+enum plast_optim {
+    PLAST_OPT_SGD = 0,
+    PLAST_OPT_ADAM = 1, /* Adam and AdamW (PLAST_OPT_DECOUPLED) */
+    PLAST_OPT_RMSPROP = 2,
+};
+enum plast_optim_dtype {
+    PLAST_OPT_F32 = 0,
+    PLAST_OPT_F64 = 1,
+};
+enum plast_optim_flag {
+    PLAST_OPT_MAXIMIZE = 1,
+    PLAST_OPT_NESTEROV = 2,   /* SGD */
+    PLAST_OPT_MOMENTUM = 4,   /* SGD, RMSprop: momentum buffers are present */
+    PLAST_OPT_AMSGRAD = 8,    /* Adam */
+    PLAST_OPT_DECOUPLED = 16, /* Adam: AdamW's decay */
+    PLAST_OPT_CENTERED = 32,  /* RMSprop */
 };
 
 #endif

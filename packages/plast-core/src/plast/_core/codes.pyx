@@ -1,20 +1,10 @@
-"""The shared codes of _core/codes.h as Python dicts: what the kernels' launchers pass to C and CUDA.
+"""The shared codes of _core/codes.h as Python dicts, by the names the op table gives them: what the kernels'
+launchers pass to C and CUDA. (Cython code cimports the same names from codes.pxd.)
 
->>> from plast._core.codes import ACT_CODES, REDUCTION_CODES
->>> ACT_CODES["relu"], REDUCTION_CODES["sum"]
-(1, 2)
+>>> from plast._core.codes import ACT_CODES, REDUCTION_CODES, UNARY_CODES
+>>> ACT_CODES["relu"], REDUCTION_CODES["sum"], UNARY_CODES["exp"]
+(1, 2, 0)
 """
-
-cdef extern from "codes.h":
-    enum plast_act:
-        PLAST_ACT_NONE
-        PLAST_ACT_RELU
-        PLAST_ACT_GELU_TANH
-        PLAST_ACT_GELU_ERF
-    enum plast_reduction:
-        PLAST_RED_NONE
-        PLAST_RED_MEAN
-        PLAST_RED_SUM
 
 # an epilogue's activation by the name fusion gives it ("gelu" is torch's exact, erf GELU)
 ACT_CODES = {
@@ -25,3 +15,100 @@ ACT_CODES = {
     "gelu_erf": PLAST_ACT_GELU_ERF,
 }
 REDUCTION_CODES = {"none": PLAST_RED_NONE, "mean": PLAST_RED_MEAN, "sum": PLAST_RED_SUM}
+
+# binary ops by op name; the CPU kernels take the codes below BINARY_CPU_COUNT
+BINARY_CODES = {
+    "add": PLAST_BIN_ADD,
+    "sub": PLAST_BIN_SUB,
+    "mul": PLAST_BIN_MUL,
+    "div": PLAST_BIN_DIV,
+    "maximum": PLAST_BIN_MAX,
+    "minimum": PLAST_BIN_MIN,
+    "pow": PLAST_BIN_POW,
+    "floor_divide": PLAST_BIN_FLOORDIV,
+    "remainder": PLAST_BIN_REMAINDER,
+    "fmod": PLAST_BIN_FMOD,
+    "bitwise_and": PLAST_BIN_BITAND,
+    "bitwise_or": PLAST_BIN_BITOR,
+    "bitwise_xor": PLAST_BIN_BITXOR,
+}
+BINARY_CPU_COUNT = PLAST_BIN_COUNT
+
+# unary ops by op name ("gelu_erf" is torch's gelu); the CPU kernels take the codes below UNARY_CPU_COUNT
+UNARY_CODES = {
+    "exp": PLAST_UN_EXP,
+    "log": PLAST_UN_LOG,
+    "log1p": PLAST_UN_LOG1P,
+    "sqrt": PLAST_UN_SQRT,
+    "rsqrt": PLAST_UN_RSQRT,
+    "tanh": PLAST_UN_TANH,
+    "sigmoid": PLAST_UN_SIGMOID,
+    "relu": PLAST_UN_RELU,
+    "abs": PLAST_UN_ABS,
+    "neg": PLAST_UN_NEG,
+    "gelu_tanh": PLAST_UN_GELU_TANH,
+    "gelu_erf": PLAST_UN_GELU_ERF,
+    "silu": PLAST_UN_SILU,
+    "erf": PLAST_UN_ERF,
+    "reciprocal": PLAST_UN_RECIP,
+    "square": PLAST_UN_SQUARE,
+    "sign": PLAST_UN_SIGN,
+    "sin": PLAST_UN_SIN,
+    "cos": PLAST_UN_COS,
+    "floor": PLAST_UN_FLOOR,
+    "ceil": PLAST_UN_CEIL,
+    "trunc": PLAST_UN_TRUNC,
+    "round": PLAST_UN_ROUND,
+    "exp2": PLAST_UN_EXP2,
+    "log2": PLAST_UN_LOG2,
+    "log10": PLAST_UN_LOG10,
+    "expm1": PLAST_UN_EXPM1,
+    "bitwise_not": PLAST_UN_BITNOT,
+}
+UNARY_CPU_COUNT = PLAST_UN_COUNT
+
+COMPARE_CODES = {
+    "eq": PLAST_CMP_EQ,
+    "ne": PLAST_CMP_NE,
+    "lt": PLAST_CMP_LT,
+    "le": PLAST_CMP_LE,
+    "gt": PLAST_CMP_GT,
+    "ge": PLAST_CMP_GE,
+    "logical_and": PLAST_CMP_LAND,
+    "logical_or": PLAST_CMP_LOR,
+    "logical_xor": PLAST_CMP_LXOR,
+}
+PREDICATE_CODES = {
+    "isfinite": PLAST_PRED_ISFINITE,
+    "isnan": PLAST_PRED_ISNAN,
+    "isinf": PLAST_PRED_ISINF,
+    "logical_not": PLAST_PRED_LOGICAL_NOT,
+    "nonzero": PLAST_PRED_NONZERO,
+}
+# reductions over dims by op name; the CPU kernels take sum, amax and amin
+REDUCE_OP_CODES = {
+    "sum": PLAST_RD_SUM,
+    "amax": PLAST_RD_MAX,
+    "amin": PLAST_RD_MIN,
+    "prod": PLAST_RD_PROD,
+    "all": PLAST_RD_ALL,
+    "any": PLAST_RD_ANY,
+    "norm_p": PLAST_RD_NORM_P,
+    "norm_2": PLAST_RD_NORM_2,
+}
+# scatter_reduce by its reduce= argument
+SCATTER_REDUCE_CODES = {
+    "sum": PLAST_SR_SUM,
+    "prod": PLAST_SR_PROD,
+    "mean": PLAST_SR_MEAN,
+    "amax": PLAST_SR_AMAX,
+    "amin": PLAST_SR_AMIN,
+}
+SOFTMAX_MODES = {
+    "softmax": PLAST_SM_SOFTMAX,
+    "safe_softmax": PLAST_SM_SAFE_SOFTMAX,
+    "log_softmax": PLAST_SM_LOG_SOFTMAX,
+}
+# a cross-entropy style loss by what its target holds
+LOSS_KIND_CODES = {"index": PLAST_LOSS_INDEX, "prob": PLAST_LOSS_PROB, "nll": PLAST_LOSS_NLL}
+OPTIM_CODES = {"sgd": PLAST_OPT_SGD, "adam": PLAST_OPT_ADAM, "rmsprop": PLAST_OPT_RMSPROP}

@@ -16,10 +16,18 @@ from libc.stdint cimport int32_t, int64_t, uintptr_t
 
 
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level
-from plast._core.codes import REDUCTION_CODES
+from plast._core.codes cimport (
+    PLAST_RD_MAX,
+    PLAST_RD_MIN,
+    PLAST_RD_SUM,
+    PLAST_SM_LOG_SOFTMAX,
+    PLAST_SM_SAFE_SOFTMAX,
+    PLAST_SM_SOFTMAX,
+    PLAST_UN_COUNT,
+)
+from plast._core.codes import REDUCTION_CODES, UNARY_CODES as _UNARY_CODES
 
 cdef extern from "unary.h" nogil:
-    int PLAST_UN_COUNT
     int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const Py_ssize_t *shape,
                        const char *x, const Py_ssize_t *x_strides, char *y, const Py_ssize_t *y_strides)
 
@@ -89,11 +97,12 @@ cdef extern from "reduce.h" nogil:
     int plast_reduce_f64(int simd, int nthreads, int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner,
                          plast_op3_f64 x, double *out)
 
-UNARY_OPS = ("exp", "log", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "neg", "gelu_tanh",
-             "gelu_erf", "silu", "erf", "reciprocal", "square", "sign")
-UNARY_CODES = {name: i for i, name in enumerate(UNARY_OPS)}
-SM_SOFTMAX, SM_SAFE_SOFTMAX, SM_LOG_SOFTMAX = 0, 1, 2
-RD_SUM, RD_MAX, RD_MIN = 0, 1, 2
+# the codes of _core/codes.h these kernels take: the first PLAST_UN_COUNT unary ops, three softmax modes, three
+# reductions
+UNARY_CODES = {name: code for name, code in _UNARY_CODES.items() if code < PLAST_UN_COUNT}
+UNARY_OPS = tuple(sorted(UNARY_CODES, key=UNARY_CODES.get))  # by code
+SM_SOFTMAX, SM_SAFE_SOFTMAX, SM_LOG_SOFTMAX = PLAST_SM_SOFTMAX, PLAST_SM_SAFE_SOFTMAX, PLAST_SM_LOG_SOFTMAX
+RD_SUM, RD_MAX, RD_MIN = PLAST_RD_SUM, PLAST_RD_MAX, PLAST_RD_MIN
 F32, F64 = 3, 4
 
 DEF MAXD = 16

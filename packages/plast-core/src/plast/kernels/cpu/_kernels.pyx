@@ -13,6 +13,9 @@ from ._views import np_view
 
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level, threads_for
 from plast.kernels.cpu._tensors cimport TensorBase, fill_bcast_strides, fill_shape, tensor_ptr
+from plast._core.codes cimport PLAST_BIN_COUNT
+
+from plast._core import codes as _codes
 
 cdef extern from "elementwise.h" nogil:
     int PLAST_MAX_NDIM
@@ -150,7 +153,8 @@ def copy_same_dtype(TensorBase x, TensorBase out):
     return copy_run(x, out) == 1
 
 
-BINARY_CODES = {"add": 0, "sub": 1, "mul": 2, "div": 3, "maximum": 4, "minimum": 5}
+# the binary ops the C kernel takes (add..minimum), numbered in _core/codes.h
+BINARY_CODES = {name: code for name, code in _codes.BINARY_CODES.items() if code < PLAST_BIN_COUNT}
 # bool arithmetic is logical, as in torch (the C kernel takes the numeric dtypes)
 cdef dict _BOOL_BINARY = {
     "add": np.logical_or,

@@ -24,22 +24,24 @@ from libc.string cimport memset
 from plast.kernels.cpu._runtime cimport num_threads, simd_level
 from plast._core._structs cimport Node, TensorBase
 from plast.memory.arena cimport Storage
+from plast._core.codes cimport (
+    PLAST_OPT_ADAM,
+    PLAST_OPT_AMSGRAD,
+    PLAST_OPT_CENTERED,
+    PLAST_OPT_DECOUPLED,
+    PLAST_OPT_F32,
+    PLAST_OPT_F64,
+    PLAST_OPT_MAXIMIZE,
+    PLAST_OPT_MOMENTUM,
+    PLAST_OPT_NESTEROV,
+    PLAST_OPT_RMSPROP,
+    PLAST_OPT_SGD,
+)
 
 from plast._core import dtypes as _dtypes
 from plast.kernels.cpu._views import np_view
 
 cdef extern from "optim.h" nogil:
-    int PLAST_OPT_SGD
-    int PLAST_OPT_ADAM
-    int PLAST_OPT_RMSPROP
-    int PLAST_OPT_F32
-    int PLAST_OPT_F64
-    int PLAST_OPT_MAXIMIZE
-    int PLAST_OPT_NESTEROV
-    int PLAST_OPT_MOMENTUM
-    int PLAST_OPT_AMSGRAD
-    int PLAST_OPT_DECOUPLED
-    int PLAST_OPT_CENTERED
     int PLAST_OPT_HYPER_WIDTH
     ctypedef struct plast_opt_tensor:
         void *param

@@ -7,10 +7,9 @@ called reduction, is here too: layout and call with no Python in between."""
 
 from plast.kernels.cpu._fast cimport reduce3d_c
 from plast.kernels.cpu._tensors cimport TensorBase, tensor_ptr
+from plast._core.codes cimport PLAST_RD_SUM
 
 from . import _fast  # no-cython-lint (imported so that a failed build shows up at import, not mid-step)
-
-DEF RD_SUM = 0  # _fast.RD_SUM
 
 
 cdef bint _merge_c(shape, strides, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *size, Py_ssize_t *stride) except -1:
@@ -94,7 +93,7 @@ cdef class SumKernel:
                     and _merge_c(shape, strides, b, nd, &i0, &i1)):
                 if _numel(out._shape) and _numel(x._shape):  # (an empty sum: the fallback writes its zeros)
                     # a group of size 1 gets the stride that keeps the kernel on its contiguous paths
-                    reduce3d_c(RD_SUM, o0, n0, i0, tensor_ptr(x), o1, n1 if n0 > 1 else 1, i1 if i0 > 1 else 1,
+                    reduce3d_c(PLAST_RD_SUM, o0, n0, i0, tensor_ptr(x), o1, n1 if n0 > 1 else 1, i1 if i0 > 1 else 1,
                                tensor_ptr(out), code)
                     return 0
         self.fallback(node, inputs, outputs)

@@ -12,7 +12,7 @@ import numpy as np
 from . import _kernels
 from .kernels import address, bcast_strides, np_view
 
-_MINMAX_CODES = {"maximum": 4, "minimum": 5}
+_MINMAX_CODES = {name: _kernels.BINARY_CODES[name] for name in ("maximum", "minimum")}
 _C_DTYPES = {"int32", "int64", "float32", "float64"}
 
 
@@ -25,7 +25,7 @@ def _fail(outputs, exc):
 
 
 def minmax(node, inputs, outputs):
-    """maximum/minimum, NaN-propagating (the C kernel's op codes 4 and 5; numpy for bool)."""
+    """maximum/minimum, NaN-propagating (the C binary kernel; numpy for bool)."""
     a, b = inputs
     out = outputs[0]
     if out.numel() == 0:

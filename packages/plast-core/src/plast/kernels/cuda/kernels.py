@@ -15,6 +15,7 @@ Importable without pycuda: pycuda is only touched when a kernel launches.
 
 import numpy as np
 
+from ..._core import codes
 from ...memory import cuda as memory
 from . import abi, graphs, loader
 from .abi import Params
@@ -332,28 +333,14 @@ def tril(node, inputs, outputs):
 
 # ---- pointwise ----------------------------------------------------------------------------------------------
 
-BINARY_CODES = {
-    "add": 0, "sub": 1, "mul": 2, "div": 3, "maximum": 4, "minimum": 5, "pow": 6, "floor_divide": 7,
-    "remainder": 8, "fmod": 9, "bitwise_and": 10, "bitwise_or": 11, "bitwise_xor": 12,
-}  # fmt: skip
-COMPARE_CODES = {
-    "eq": 0,
-    "ne": 1,
-    "lt": 2,
-    "le": 3,
-    "gt": 4,
-    "ge": 5,
-    "logical_and": 6,
-    "logical_or": 7,
-    "logical_xor": 8,
+# the op codes of cu/elementwise.cu by op row (numbered once, in _core/codes.h); every name is a row of the op
+# table's CUDA column (but _NO_ROW below)
+BINARY_CODES = dict(codes.BINARY_CODES)
+COMPARE_CODES = dict(codes.COMPARE_CODES)
+UNARY_CODES = dict(codes.UNARY_CODES, reduce_safe_sqrt=codes.UNARY_CODES["sqrt"])
+PREDICATE_CODES = {
+    name: codes.PREDICATE_CODES[name] for name in ("isfinite", "isnan", "isinf", "logical_not")
 }
-UNARY_CODES = {
-    "exp": 0, "log": 1, "log1p": 2, "sqrt": 3, "sin": 4, "cos": 5, "tanh": 6, "sigmoid": 7, "abs": 8,
-    "sign": 9, "relu": 10, "erf": 11, "neg": 12, "floor": 13, "ceil": 14, "trunc": 15, "round": 16, "exp2": 17,
-    "log2": 18, "log10": 19, "expm1": 20, "gelu_erf": 21, "gelu_tanh": 22, "silu": 23, "bitwise_not": 24,
-    "reciprocal": 25, "rsqrt": 26, "square": 27, "reduce_safe_sqrt": 3,
-}  # fmt: skip
-PREDICATE_CODES = {"isfinite": 0, "isnan": 1, "isinf": 2, "logical_not": 3}
 
 
 def binary_raw(opcode, a, b, out_addr, out_shape, out_strides, code, err=0):
@@ -634,7 +621,7 @@ def index_put(node, inputs, outputs):
     if not adv_pos:
         win = Operand(w_addr, vshape, w_strides, code)
         if accumulate:
-            binary_raw(0, win, vals, w_addr, tuple(vshape), w_strides, code)
+            binary_raw(BINARY_CODES["add"], win, vals, w_addr, tuple(vshape), w_strides, code)
         else:
             copy_raw(
                 Operand(vals.addr, vshape, _bstrides(vals, tuple(vshape)), code), w_addr, w_strides, code
@@ -678,7 +665,7 @@ def put_along(node, inputs, outputs):
 
 # ---- reductions ---------------------------------------------------------------------------------------------
 
-REDUCE_CODES = {"sum": 0, "prod": 1, "amax": 2, "amin": 3, "all": 4, "any": 5}
+REDUCE_CODES = {name: codes.REDUCE_OP_CODES[name] for name in ("sum", "prod", "amax", "amin", "all", "any")}
 REDUCE_PAIRS = {(3, 3), (4, 4), (1, 1), (2, 2), (1, 2), (0, 2), (0, 0), (1, 0), (2, 0), (3, 0), (4, 0)}
 
 
@@ -724,7 +711,8 @@ def reduce(node, inputs, outputs):
 def norm(node, inputs, outputs):
     p_norm, dims, _keepdim = node.args
     x, out = operand(inputs[0]), outputs[0]
-    reduce_raw(7 if p_norm == 2.0 else 6, x, dims, addr(out), out.dtype.code, float(p_norm))
+    opcode = codes.REDUCE_OP_CODES["norm_2" if p_norm == 2.0 else "norm_p"]
+    reduce_raw(opcode, x, dims, addr(out), out.dtype.code, float(p_norm))
 
 
 def argminmax(node, inputs, outputs):

@@ -8,6 +8,7 @@ Importable without pycuda.
 
 import numpy as np
 
+from ..._core.codes import SCATTER_REDUCE_CODES
 from ...memory import cuda as memory
 from ..cpu.kernels import np_view
 from .abi import Params
@@ -40,8 +41,6 @@ from .kernels import (
 )
 
 # ---- scatter_reduce -----------------------------------------------------------------------------------------
-
-SCATTER_REDUCE_CODES = {"sum": 0, "prod": 1, "mean": 2, "amax": 3, "amin": 4}
 
 
 def scatter_reduce(node, inputs, outputs):

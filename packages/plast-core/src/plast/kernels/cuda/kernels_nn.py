@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..._core.codes import ACT_CODES, REDUCTION_CODES
+from ..._core.codes import ACT_CODES, LOSS_KIND_CODES, REDUCTION_CODES
 from ..._core.cuda_driver import matmul as flags
 from ...memory import cuda as memory
 from . import abi, graphs
@@ -191,7 +191,7 @@ def softmax_backward(node, inputs, outputs):
 
 # ---- losses -------------------------------------------------------------------------------------------------
 
-K_INDEX, K_PROB, K_NLL = 0, 1, 2
+K_INDEX, K_PROB, K_NLL = LOSS_KIND_CODES["index"], LOSS_KIND_CODES["prob"], LOSS_KIND_CODES["nll"]
 NO_IGNORE = -(1 << 62)
 
 
@@ -263,7 +263,7 @@ def _loss_forward(op, kind_code, x, target, w, ignore_index, reduction, eps, out
     red = REDUCTION_CODES[reduction]
     p = Params().i32(kind_code).i32(red).ptr(nll.address).ptr(smooth.address).ptr(wt.address).i64(M).i64(K)
     p.scalar(code, eps).ptr(addr(out))
-    if red == 0:
+    if red == REDUCTION_CODES["none"]:
         if M:
             launch("loss", f"loss_finish_{SUF[code]}", grid1(M), (BLOCK,), p)
     else:
@@ -317,7 +317,8 @@ def _mean_divisor(op, x, target, w, ignore_index, code):
             p.i64(st).ptr(wop.addr if wop else 0).i64(ign).scalar(code, 0.0).ptr(wt.address).ptr(wt.address)
             p.ptr(wt.address).ptr(err)
             launch("loss", f"loss_rows_{SUF[code]}", (min(M, MAX_GRID),), (32,), p)
-    p = Params().i32(K_NLL).i32(1).ptr(wt.address).ptr(wt.address).ptr(wt.address).i64(M).i64(K)
+    red = REDUCTION_CODES["mean"]
+    p = Params().i32(K_NLL).i32(red).ptr(wt.address).ptr(wt.address).ptr(wt.address).i64(M).i64(K)
     p.scalar(code, 0.0).ptr(dn.address)
     launch("loss", f"loss_finish_{SUF[code]}", (1,), (1024,), p)
     return dn
@@ -329,11 +330,11 @@ def _loss_backward(op, mode, kind_code, g, x, target, w, ignore_index, reduction
     lx, lt, sk, st, t64, K, M, rshape, target_c, wop = _loss_setup(x, target, w, kind_code, code)
     red = REDUCTION_CODES[reduction]
     dn = None
-    if red == 2 and kind_code != K_PROB:
+    if red == REDUCTION_CODES["sum"] and kind_code != K_PROB:
         dn = _mean_divisor(op, x, target, w, ignore_index, code)
     if g is not None:
         g = as_code(g, code)
-        gst = _bs(g, rshape) if (red == 0 and g.shape) else (0,) * len(rshape)
+        gst = _bs(g, rshape) if (red == REDUCTION_CODES["none"] and g.shape) else (0,) * len(rshape)
         g_addr = g.addr
     else:
         gst, g_addr = (0,) * len(rshape), 0

@@ -13,20 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codes.h" /* PLAST_OPT_*: the update kinds, dtypes and flags (plast/_core/codes.h) */
 #include "plast_simd.h"
-
-enum { PLAST_OPT_SGD = 0, PLAST_OPT_ADAM = 1, PLAST_OPT_RMSPROP = 2 };
-enum { PLAST_OPT_F32 = 0, PLAST_OPT_F64 = 1 };
-
-/* Structural flags of one call (the same for every entry). */
-enum {
-    PLAST_OPT_MAXIMIZE = 1,
-    PLAST_OPT_NESTEROV = 2,   /* SGD */
-    PLAST_OPT_MOMENTUM = 4,   /* SGD, RMSprop: momentum buffers are present */
-    PLAST_OPT_AMSGRAD = 8,    /* Adam */
-    PLAST_OPT_DECOUPLED = 16, /* Adam: AdamW's decay */
-    PLAST_OPT_CENTERED = 32,  /* RMSprop */
-};
 
 #define PLAST_OPT_HYPER_WIDTH 5 /* doubles per hyperparameter row (SGD uses the first 4) */
 

@@ -15,10 +15,10 @@
 
 #include <stddef.h>
 
+#include "codes.h" /* PLAST_RD_*: the reduce ops (plast/_core/codes.h) */
 #include "softmax.h"
 
-enum { PLAST_RD_SUM = 0, PLAST_RD_MAX = 1, PLAST_RD_MIN = 2 };
-
+/* op: PLAST_RD_SUM, PLAST_RD_MAX or PLAST_RD_MIN */
 int plast_reduce_f32(int simd, int nthreads, int op, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, plast_op3 x,
                      float *out);
 int plast_reduce_f64(int simd, int nthreads, int op, ptrdiff_t outer, ptrdiff_t n, ptrdiff_t inner, plast_op3_f64 x,

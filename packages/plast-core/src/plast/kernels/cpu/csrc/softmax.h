@@ -11,9 +11,8 @@
 
 #include <stddef.h>
 
+#include "codes.h" /* PLAST_SM_* (the modes), PLAST_RD_* (reduce.h's ops): plast/_core/codes.h */
 #include "plast_simd.h"
-
-enum { PLAST_SM_SOFTMAX = 0, PLAST_SM_SAFE_SOFTMAX = 1, PLAST_SM_LOG_SOFTMAX = 2 };
 
 /* 3-d operand: base pointer and strides (outer, n, inner) in elements */
 typedef struct {

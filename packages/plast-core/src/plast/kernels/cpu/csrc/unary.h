@@ -7,30 +7,10 @@
 
 #include <stddef.h>
 
+#include "codes.h" /* PLAST_UN_*: the unary op codes (plast/_core/codes.h) */
 #include "plast_simd.h"
 
-enum {
-    PLAST_UN_EXP = 0,
-    PLAST_UN_LOG = 1,
-    PLAST_UN_LOG1P = 2,
-    PLAST_UN_SQRT = 3,
-    PLAST_UN_RSQRT = 4,
-    PLAST_UN_TANH = 5,
-    PLAST_UN_SIGMOID = 6,
-    PLAST_UN_RELU = 7,
-    PLAST_UN_ABS = 8,
-    PLAST_UN_NEG = 9,
-    PLAST_UN_GELU_TANH = 10,
-    PLAST_UN_GELU_ERF = 11,
-    PLAST_UN_SILU = 12,
-    PLAST_UN_ERF = 13,
-    PLAST_UN_RECIP = 14,
-    PLAST_UN_SQUARE = 15,
-    PLAST_UN_SIGN = 16,
-    PLAST_UN_COUNT
-};
-
-/* Contiguous 1-d kernels on the calling thread; x and y may be the same array. */
+/* Contiguous 1-d kernels on the calling thread; x and y may be the same array; op is below PLAST_UN_COUNT. */
 void plast_unary_contig_f32(int simd, int op, const float *x, float *y, ptrdiff_t n);
 void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n); /* libm loops, every op */
 void plast_unary_contig_f64_simd(int simd, int op, const double *x, double *y, ptrdiff_t n);

@@ -2,40 +2,26 @@
 // predicates, where, clamp, casts/strided copies, fills, tril/triu and a few mask helpers.
 //
 // Op codes are runtime arguments (one kernel per dtype, a switch inside): the switch is uniform across a warp,
-// and it keeps the number of instantiations, and so the compile time, small. Codes match kernels.py.
+// and it keeps the number of instantiations, and so the compile time, small. The codes are numbered once, in
+// plast/_core/codes.h: PLAST_BIN_* (binary), PLAST_CMP_* (comparisons), PLAST_UN_* (unary), PLAST_PRED_*.
+#include "codes.h"
 #include "common.cuh"
 
 #include <type_traits>
 
 // ---- binary -------------------------------------------------------------------------------------------------
-enum BinOp {
-    B_ADD = 0,
-    B_SUB = 1,
-    B_MUL = 2,
-    B_DIV = 3,
-    B_MAX = 4,
-    B_MIN = 5,
-    B_POW = 6,
-    B_FLOORDIV = 7,
-    B_REMAINDER = 8,
-    B_FMOD = 9,
-    B_BITAND = 10,
-    B_BITOR = 11,
-    B_BITXOR = 12,
-};
-
 template <typename T> __device__ __forceinline__ bool is_nan(T v) { return v != v; }
 
 template <typename T> __device__ __forceinline__ T float_binary(int op, T a, T b) {
     switch (op) {
-    case B_ADD: return a + b;
-    case B_SUB: return a - b;
-    case B_MUL: return a * b;
-    case B_DIV: return a / b;
-    case B_MAX: return is_nan(a) || is_nan(b) ? Limits<T>::nan() : (a > b ? a : b);
-    case B_MIN: return is_nan(a) || is_nan(b) ? Limits<T>::nan() : (a < b ? a : b);
-    case B_POW: return pow(a, b);
-    case B_FLOORDIV: {
+    case PLAST_BIN_ADD: return a + b;
+    case PLAST_BIN_SUB: return a - b;
+    case PLAST_BIN_MUL: return a * b;
+    case PLAST_BIN_DIV: return a / b;
+    case PLAST_BIN_MAX: return is_nan(a) || is_nan(b) ? Limits<T>::nan() : (a > b ? a : b);
+    case PLAST_BIN_MIN: return is_nan(a) || is_nan(b) ? Limits<T>::nan() : (a < b ? a : b);
+    case PLAST_BIN_POW: return pow(a, b);
+    case PLAST_BIN_FLOORDIV: {
         // numpy's floor_divide for floats (npy_divmod)
         if (b == T(0)) return a / b;
         T mod = fmod(a, b);
@@ -50,12 +36,12 @@ template <typename T> __device__ __forceinline__ T float_binary(int op, T a, T b
         }
         return fl;
     }
-    case B_REMAINDER: {
+    case PLAST_BIN_REMAINDER: {
         T m = fmod(a, b);
         if (m != T(0) && ((b < T(0)) != (m < T(0)))) m += b;
         return m;
     }
-    case B_FMOD: return fmod(a, b);
+    case PLAST_BIN_FMOD: return fmod(a, b);
     default: return Limits<T>::nan();
     }
 }
@@ -63,12 +49,12 @@ template <typename T> __device__ __forceinline__ T float_binary(int op, T a, T b
 template <typename T> __device__ __forceinline__ T int_binary(int op, T a, T b, int64_t *err, int64_t pos) {
     typedef typename std::conditional<sizeof(T) == 8, unsigned long long, unsigned int>::type U;
     switch (op) {
-    case B_ADD: return (T)((U)a + (U)b); // wraps around, as in torch
-    case B_SUB: return (T)((U)a - (U)b);
-    case B_MUL: return (T)((U)a * (U)b);
-    case B_MAX: return a > b ? a : b;
-    case B_MIN: return a < b ? a : b;
-    case B_POW: {
+    case PLAST_BIN_ADD: return (T)((U)a + (U)b); // wraps around, as in torch
+    case PLAST_BIN_SUB: return (T)((U)a - (U)b);
+    case PLAST_BIN_MUL: return (T)((U)a * (U)b);
+    case PLAST_BIN_MAX: return a > b ? a : b;
+    case PLAST_BIN_MIN: return a < b ? a : b;
+    case PLAST_BIN_POW: {
         if (b < 0) return a == 1 ? T(1) : (a == -1 ? ((b & 1) ? T(-1) : T(1)) : T(0));
         U r = 1, base = (U)a;
         for (T e = b; e > 0; e >>= 1) {
@@ -77,22 +63,22 @@ template <typename T> __device__ __forceinline__ T int_binary(int op, T a, T b, 
         }
         return (T)r;
     }
-    case B_FLOORDIV:
-    case B_REMAINDER:
-    case B_FMOD: {
+    case PLAST_BIN_FLOORDIV:
+    case PLAST_BIN_REMAINDER:
+    case PLAST_BIN_FMOD: {
         if (b == 0) {
             plast_set_error(err, PLAST_ERR_ZERO_DIV, (int64_t)a, 0, pos);
             return 0;
         }
-        if (b == -1) return op == B_FLOORDIV ? (T)(U(0) - (U)a) : T(0); // no overflow trap on MIN / -1
+        if (b == -1) return op == PLAST_BIN_FLOORDIV ? (T)(U(0) - (U)a) : T(0); // no overflow trap on MIN / -1
         T q = a / b, r = a % b;
-        if (op == B_FMOD) return r;
+        if (op == PLAST_BIN_FMOD) return r;
         bool adjust = r != 0 && ((r < 0) != (b < 0));
-        return op == B_FLOORDIV ? (adjust ? q - 1 : q) : (adjust ? r + b : r);
+        return op == PLAST_BIN_FLOORDIV ? (adjust ? q - 1 : q) : (adjust ? r + b : r);
     }
-    case B_BITAND: return a & b;
-    case B_BITOR: return a | b;
-    case B_BITXOR: return a ^ b;
+    case PLAST_BIN_BITAND: return a & b;
+    case PLAST_BIN_BITOR: return a | b;
+    case PLAST_BIN_BITXOR: return a ^ b;
     default: return 0;
     }
 }
@@ -111,13 +97,13 @@ template <> struct IsFloat<double> {
 __device__ __forceinline__ uint8_t bool_binary(int op, uint8_t a, uint8_t b) {
     bool x = a != 0, y = b != 0;
     switch (op) {
-    case B_ADD:
-    case B_MAX:
-    case B_BITOR: return x || y;
-    case B_MUL:
-    case B_MIN:
-    case B_BITAND:
-    case B_POW: return op == B_POW ? (x || !y) : (x && y);
+    case PLAST_BIN_ADD:
+    case PLAST_BIN_MAX:
+    case PLAST_BIN_BITOR: return x || y;
+    case PLAST_BIN_MUL:
+    case PLAST_BIN_MIN:
+    case PLAST_BIN_BITAND:
+    case PLAST_BIN_POW: return op == PLAST_BIN_POW ? (x || !y) : (x && y);
     default: return x != y;
     }
 }
@@ -136,8 +122,6 @@ __device__ __forceinline__ void binary_body(int op, const T *a, Layout la, const
 }
 
 // ---- comparisons and logical ops (bool out) -------------------------------------------------------------------
-enum CmpOp { C_EQ = 0, C_NE = 1, C_LT = 2, C_LE = 3, C_GT = 4, C_GE = 5, C_LAND = 6, C_LOR = 7, C_LXOR = 8 };
-
 template <typename T>
 __device__ __forceinline__ void compare_body(int op, const T *a, Layout la, const T *b, Layout lb, uint8_t *out,
                                              Layout lo, int64_t n) {
@@ -145,14 +129,14 @@ __device__ __forceinline__ void compare_body(int op, const T *a, Layout la, cons
         T x = a[layout_offset(la, i)], y = b[layout_offset(lb, i)];
         bool r;
         switch (op) {
-        case C_EQ: r = x == y; break;
-        case C_NE: r = x != y; break;
-        case C_LT: r = x < y; break;
-        case C_LE: r = x <= y; break;
-        case C_GT: r = x > y; break;
-        case C_GE: r = x >= y; break;
-        case C_LAND: r = (x != T(0)) && (y != T(0)); break;
-        case C_LOR: r = (x != T(0)) || (y != T(0)); break;
+        case PLAST_CMP_EQ: r = x == y; break;
+        case PLAST_CMP_NE: r = x != y; break;
+        case PLAST_CMP_LT: r = x < y; break;
+        case PLAST_CMP_LE: r = x <= y; break;
+        case PLAST_CMP_GT: r = x > y; break;
+        case PLAST_CMP_GE: r = x >= y; break;
+        case PLAST_CMP_LAND: r = (x != T(0)) && (y != T(0)); break;
+        case PLAST_CMP_LOR: r = (x != T(0)) || (y != T(0)); break;
         default: r = (x != T(0)) != (y != T(0)); break;
         }
         out[layout_offset(lo, i)] = r ? 1 : 0;
@@ -160,85 +144,54 @@ __device__ __forceinline__ void compare_body(int op, const T *a, Layout la, cons
 }
 
 // ---- unary --------------------------------------------------------------------------------------------------
-enum UnOp {
-    U_EXP = 0,
-    U_LOG = 1,
-    U_LOG1P = 2,
-    U_SQRT = 3,
-    U_SIN = 4,
-    U_COS = 5,
-    U_TANH = 6,
-    U_SIGMOID = 7,
-    U_ABS = 8,
-    U_SIGN = 9,
-    U_RELU = 10,
-    U_ERF = 11,
-    U_NEG = 12,
-    U_FLOOR = 13,
-    U_CEIL = 14,
-    U_TRUNC = 15,
-    U_ROUND = 16,
-    U_EXP2 = 17,
-    U_LOG2 = 18,
-    U_LOG10 = 19,
-    U_EXPM1 = 20,
-    U_GELU_ERF = 21,
-    U_GELU_TANH = 22,
-    U_SILU = 23,
-    U_BITNOT = 24,
-    U_RECIPROCAL = 25,
-    U_RSQRT = 26,
-    U_SQUARE = 27,
-};
-
 template <typename T> __device__ __forceinline__ T float_unary(int op, T x, int decimals) {
     switch (op) {
-    case U_EXP: return exp(x);
-    case U_LOG: return log(x);
-    case U_LOG1P: return log1p(x);
-    case U_SQRT: return sqrt(x);
-    case U_SIN: return sin(x);
-    case U_COS: return cos(x);
-    case U_TANH: return tanh(x);
-    case U_SIGMOID: return T(0.5) * (T(1) + tanh(T(0.5) * x)); // the CPU's formula
-    case U_ABS: return fabs(x);
-    case U_SIGN: return is_nan(x) ? x : (x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)));
-    case U_RELU: return is_nan(x) ? x : (x > T(0) ? x : T(0));
-    case U_ERF: return erf(x);
-    case U_NEG: return -x;
-    case U_FLOOR: return floor(x);
-    case U_CEIL: return ceil(x);
-    case U_TRUNC: return trunc(x);
-    case U_ROUND: {
+    case PLAST_UN_EXP: return exp(x);
+    case PLAST_UN_LOG: return log(x);
+    case PLAST_UN_LOG1P: return log1p(x);
+    case PLAST_UN_SQRT: return sqrt(x);
+    case PLAST_UN_SIN: return sin(x);
+    case PLAST_UN_COS: return cos(x);
+    case PLAST_UN_TANH: return tanh(x);
+    case PLAST_UN_SIGMOID: return T(0.5) * (T(1) + tanh(T(0.5) * x)); // the CPU's formula
+    case PLAST_UN_ABS: return fabs(x);
+    case PLAST_UN_SIGN: return is_nan(x) ? x : (x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)));
+    case PLAST_UN_RELU: return is_nan(x) ? x : (x > T(0) ? x : T(0));
+    case PLAST_UN_ERF: return erf(x);
+    case PLAST_UN_NEG: return -x;
+    case PLAST_UN_FLOOR: return floor(x);
+    case PLAST_UN_CEIL: return ceil(x);
+    case PLAST_UN_TRUNC: return trunc(x);
+    case PLAST_UN_ROUND: {
         if (decimals == 0) return rint(x);
         double p = pow(10.0, (double)(decimals > 0 ? decimals : -decimals));
         return decimals > 0 ? (T)(rint((double)x * p) / p) : (T)(rint((double)x / p) * p);
     }
-    case U_EXP2: return exp2(x);
-    case U_LOG2: return log2(x);
-    case U_LOG10: return (T)log10((double)x); // the CPU computes log10 in double too
-    case U_EXPM1: return expm1(x);
-    case U_GELU_ERF: return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
-    case U_GELU_TANH: {
+    case PLAST_UN_EXP2: return exp2(x);
+    case PLAST_UN_LOG2: return log2(x);
+    case PLAST_UN_LOG10: return (T)log10((double)x); // the CPU computes log10 in double too
+    case PLAST_UN_EXPM1: return expm1(x);
+    case PLAST_UN_GELU_ERF: return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
+    case PLAST_UN_GELU_TANH: {
         const T k = T(0.79788456080286535588); // sqrt(2 / pi)
         return T(0.5) * x * (T(1) + tanh(k * (x + T(0.044715) * x * x * x)));
     }
-    case U_SILU: return x / (T(1) + exp(-x));
-    case U_RECIPROCAL: return T(1) / x;
-    case U_RSQRT: return T(1) / sqrt(x);
-    case U_SQUARE: return x * x;
+    case PLAST_UN_SILU: return x / (T(1) + exp(-x));
+    case PLAST_UN_RECIP: return T(1) / x;
+    case PLAST_UN_RSQRT: return T(1) / sqrt(x);
+    case PLAST_UN_SQUARE: return x * x;
     default: return Limits<T>::nan();
     }
 }
 
 template <typename T> __device__ __forceinline__ T int_unary(int op, T x) {
     switch (op) {
-    case U_ABS: return x < 0 ? -x : x;
-    case U_SIGN: return x > 0 ? T(1) : (x < 0 ? T(-1) : T(0));
-    case U_RELU: return x > 0 ? x : T(0);
-    case U_NEG: return -x;
-    case U_BITNOT: return ~x;
-    case U_SQUARE: return x * x;
+    case PLAST_UN_ABS: return x < 0 ? -x : x;
+    case PLAST_UN_SIGN: return x > 0 ? T(1) : (x < 0 ? T(-1) : T(0));
+    case PLAST_UN_RELU: return x > 0 ? x : T(0);
+    case PLAST_UN_NEG: return -x;
+    case PLAST_UN_BITNOT: return ~x;
+    case PLAST_UN_SQUARE: return x * x;
     default: return x; // floor/ceil/trunc/round of an integer is itself
     }
 }
@@ -250,15 +203,13 @@ __device__ __forceinline__ void unary_body(int op, const T *x, Layout lx, T *out
         T r;
         if constexpr (IsFloat<T>::value) r = float_unary<T>(op, v, decimals);
         else if constexpr (sizeof(T) == 1)
-            r = (op == U_BITNOT || op == U_NEG) ? (v == 0) : (op == U_SIGN ? (v != 0) : v);
+            r = (op == PLAST_UN_BITNOT || op == PLAST_UN_NEG) ? (v == 0) : (op == PLAST_UN_SIGN ? (v != 0) : v);
         else r = int_unary<T>(op, v);
         out[layout_offset(lo, i)] = r;
     }
 }
 
 // predicates: bool out
-enum PredOp { P_ISFINITE = 0, P_ISNAN = 1, P_ISINF = 2, P_LOGICAL_NOT = 3, P_NONZERO = 4 };
-
 template <typename T>
 __device__ __forceinline__ void predicate_body(int op, const T *x, Layout lx, uint8_t *out, Layout lo, int64_t n) {
     PLAST_GRID_LOOP(i, n) {
@@ -266,14 +217,16 @@ __device__ __forceinline__ void predicate_body(int op, const T *x, Layout lx, ui
         bool r;
         if constexpr (IsFloat<T>::value) {
             switch (op) {
-            case P_ISFINITE: r = isfinite(v); break;
-            case P_ISNAN: r = isnan(v); break;
-            case P_ISINF: r = isinf(v); break;
-            case P_LOGICAL_NOT: r = v == T(0); break;
+            case PLAST_PRED_ISFINITE: r = isfinite(v); break;
+            case PLAST_PRED_ISNAN: r = isnan(v); break;
+            case PLAST_PRED_ISINF: r = isinf(v); break;
+            case PLAST_PRED_LOGICAL_NOT: r = v == T(0); break;
             default: r = v != T(0); break;
             }
         } else {
-            r = op == P_ISFINITE ? true : (op == P_LOGICAL_NOT ? v == 0 : (op == P_NONZERO ? v != 0 : false));
+            r = op == PLAST_PRED_ISFINITE
+                    ? true
+                    : (op == PLAST_PRED_LOGICAL_NOT ? v == 0 : (op == PLAST_PRED_NONZERO ? v != 0 : false));
         }
         out[layout_offset(lo, i)] = r ? 1 : 0;
     }

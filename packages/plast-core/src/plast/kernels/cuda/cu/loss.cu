@@ -5,10 +5,8 @@
 // Input x is (N, K, d1, ...): `lx` maps a row m (over N, d1, ...) to its base offset and `sk` is the class
 // stride. Index targets are int64 or int32 (`t64`) with row layout `lt`; probability targets share x's shape
 // (row layout `lt`, class stride `st`). Bad class indices set the error flag (IndexError in Python).
-#include "codes.h" // PLAST_RED_*: the reductions (plast/_core/codes.h)
+#include "codes.h" // PLAST_RED_* (the reductions), PLAST_LOSS_* (the target kinds): plast/_core/codes.h
 #include "common.cuh"
-
-enum LossKind { K_INDEX = 0, K_PROB = 1, K_NLL = 2 };
 
 __device__ __forceinline__ int64_t load_target(const void *t, int t64, int64_t off) {
     return t64 ? static_cast<const int64_t *>(t)[off] : (int64_t)static_cast<const int32_t *>(t)[off];
@@ -23,7 +21,7 @@ __device__ __forceinline__ void loss_rows_body(int kind, const T *x, Layout lx, 
     for (int64_t m = blockIdx.x; m < M; m += gridDim.x) {
         const T *xr = x + layout_offset(lx, m);
         T lse = T(0);
-        if (kind != K_NLL) {
+        if (kind != PLAST_LOSS_NLL) {
             T mx = -Limits<T>::inf();
             for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
                 T v = xr[k * sk];
@@ -34,7 +32,7 @@ __device__ __forceinline__ void loss_rows_body(int kind, const T *x, Layout lx, 
             for (int64_t k = threadIdx.x; k < K; k += blockDim.x) s += exp(xr[k * sk] - mx);
             lse = log(block_sum<T>(s, scratch)) + mx;
         }
-        if (kind == K_PROB) {
+        if (kind == PLAST_LOSS_PROB) {
             // loss_row = -sum_c ((1 - eps) t_c + eps / K) w_c logp_c
             const T *tr = static_cast<const T *>(target) + layout_offset(lt, m);
             T acc = T(0);
@@ -57,7 +55,7 @@ __device__ __forceinline__ void loss_rows_body(int kind, const T *x, Layout lx, 
             }
             const bool ok = valid && t >= 0 && t < K;
             T sm = T(0);
-            if (kind == K_INDEX && eps != T(0) && ok) {
+            if (kind == PLAST_LOSS_INDEX && eps != T(0) && ok) {
                 for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
                     T lp = xr[k * sk] - lse;
                     sm += w != nullptr ? lp * w[k] : lp;
@@ -82,7 +80,7 @@ template <typename T>
 __device__ __forceinline__ void loss_finish_body(int kind, int reduction, const T *nll, const T *smooth, const T *wt,
                                                  int64_t M, int64_t K, T eps, T *out) {
     __shared__ T scratch[32];
-    const bool smoothing = kind == K_INDEX && eps != T(0);
+    const bool smoothing = kind == PLAST_LOSS_INDEX && eps != T(0);
     if (reduction == PLAST_RED_NONE) {
         for (int64_t m = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; m < M; m += (int64_t)gridDim.x * blockDim.x)
             out[m] = smoothing ? (T(1) - eps) * nll[m] + eps / T(K) * smooth[m] : nll[m];
@@ -100,10 +98,10 @@ __device__ __forceinline__ void loss_finish_body(int kind, int reduction, const 
     c = block_sum<T>(c, scratch);
     if (threadIdx.x != 0) return;
     T dn = T(1);
-    if (reduction == PLAST_RED_MEAN) dn = kind == K_PROB ? T(M) : c;
+    if (reduction == PLAST_RED_MEAN) dn = kind == PLAST_LOSS_PROB ? T(M) : c;
     T total = a / dn;
     if (smoothing) total = (T(1) - eps) * total + eps / T(K) * b / dn;
-    if (kind == K_PROB && reduction == PLAST_RED_MEAN && M == 0) total = Limits<T>::nan();
+    if (kind == PLAST_LOSS_PROB && reduction == PLAST_RED_MEAN && M == 0) total = Limits<T>::nan();
     out[0] = total;
 }
 
@@ -118,7 +116,7 @@ __device__ __forceinline__ void loss_bwd_body(int mode, int kind, int reduction,
                                               const T *dn_ptr, T *out, Layout lo, int64_t so, int64_t *err) {
     __shared__ T scratch[32];
     T dn = T(1);
-    if (reduction == PLAST_RED_MEAN) dn = kind == K_PROB ? T(M) : *dn_ptr;
+    if (reduction == PLAST_RED_MEAN) dn = kind == PLAST_LOSS_PROB ? T(M) : *dn_ptr;
     for (int64_t m = blockIdx.x; m < M; m += gridDim.x) {
         const T *xr = x + layout_offset(lx, m);
         T *orow = out + layout_offset(lo, m);
@@ -135,7 +133,7 @@ __device__ __forceinline__ void loss_bwd_body(int mode, int kind, int reduction,
             for (int64_t k = threadIdx.x; k < K; k += blockDim.x) s += exp(xr[k * sk] - mx);
             lse = log(block_sum<T>(s, scratch)) + mx;
         }
-        if (kind == K_PROB) {
+        if (kind == PLAST_LOSS_PROB) {
             const T *tr = static_cast<const T *>(target) + layout_offset(lt, m);
             T S = T(0);
             for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {

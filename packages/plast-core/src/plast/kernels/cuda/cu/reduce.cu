@@ -6,15 +6,14 @@
 // reduced dims (their shape, with the input's strides); output element j reads input offsets
 // layout_offset(lk, j) + layout_offset(lr, r) for r < R. Outputs are contiguous.
 // Two schedules: WARP (one warp per output, many outputs) and BLOCK (a whole block per output, long rows).
+#include "codes.h" // PLAST_RD_*: the reduce ops (plast/_core/codes.h)
 #include "common.cuh"
-
-enum RedOp { R_SUM = 0, R_PROD = 1, R_MAX = 2, R_MIN = 3, R_ALL = 4, R_ANY = 5, R_NORM_P = 6, R_NORM_2 = 7 };
 
 template <typename A> __device__ __forceinline__ A red_identity(int op) {
     switch (op) {
-    case R_PROD:
-    case R_ALL: return A(1);
-    case R_MAX: return A(0); // unused: max/min start from the first element
+    case PLAST_RD_PROD:
+    case PLAST_RD_ALL: return A(1);
+    case PLAST_RD_MAX: return A(0); // unused: max/min start from the first element
     default: return A(0);
     }
 }
@@ -23,28 +22,28 @@ template <typename A> __device__ __forceinline__ bool a_nan(A v) { return v != v
 
 template <typename A> __device__ __forceinline__ A red_combine(int op, A a, A b) {
     switch (op) {
-    case R_PROD: return a * b;
-    case R_MAX: return a_nan(a) || a_nan(b) ? (a_nan(a) ? a : b) : (a > b ? a : b);
-    case R_MIN: return a_nan(a) || a_nan(b) ? (a_nan(a) ? a : b) : (a < b ? a : b);
-    case R_ALL: return (a != A(0)) && (b != A(0)) ? A(1) : A(0);
-    case R_ANY: return (a != A(0)) || (b != A(0)) ? A(1) : A(0);
+    case PLAST_RD_PROD: return a * b;
+    case PLAST_RD_MAX: return a_nan(a) || a_nan(b) ? (a_nan(a) ? a : b) : (a > b ? a : b);
+    case PLAST_RD_MIN: return a_nan(a) || a_nan(b) ? (a_nan(a) ? a : b) : (a < b ? a : b);
+    case PLAST_RD_ALL: return (a != A(0)) && (b != A(0)) ? A(1) : A(0);
+    case PLAST_RD_ANY: return (a != A(0)) || (b != A(0)) ? A(1) : A(0);
     default: return a + b; // sum, norms (terms already transformed)
     }
 }
 
 template <typename T, typename A> __device__ __forceinline__ A red_term(int op, T v, double p) {
     switch (op) {
-    case R_ALL:
-    case R_ANY: return v != T(0) ? A(1) : A(0);
-    case R_NORM_P: return (A)pow(fabs((double)v), p);
-    case R_NORM_2: return (A)v * (A)v;
+    case PLAST_RD_ALL:
+    case PLAST_RD_ANY: return v != T(0) ? A(1) : A(0);
+    case PLAST_RD_NORM_P: return (A)pow(fabs((double)v), p);
+    case PLAST_RD_NORM_2: return (A)v * (A)v;
     default: return (A)v;
     }
 }
 
 template <typename A> __device__ __forceinline__ A red_finish(int op, A v, double p) {
-    if (op == R_NORM_P) return (A)pow((double)v, 1.0 / p);
-    if (op == R_NORM_2) return (A)sqrt((double)v);
+    if (op == PLAST_RD_NORM_P) return (A)pow((double)v, 1.0 / p);
+    if (op == PLAST_RD_NORM_2) return (A)sqrt((double)v);
     return v;
 }
 
@@ -78,7 +77,7 @@ __device__ __forceinline__ void reduce_warp_body(int op, const T *x, Layout lk, 
         bool have;
         A acc = fold<T, A>(op, x, layout_offset(lk, j), lr, R, lane, 32, p, have);
         // lanes that saw nothing hold the identity; for max/min that must not win, so borrow lane 0's value
-        if ((op == R_MAX || op == R_MIN)) {
+        if ((op == PLAST_RD_MAX || op == PLAST_RD_MIN)) {
             A first = __shfl_sync(0xffffffffu, acc, 0);
             if (!have) acc = first;
         }
@@ -95,7 +94,7 @@ __device__ __forceinline__ void reduce_block_body(int op, const T *x, Layout lk,
     for (int64_t j = blockIdx.x; j < n_out; j += gridDim.x) {
         bool have;
         A acc = fold<T, A>(op, x, layout_offset(lk, j), lr, R, threadIdx.x, blockDim.x, p, have);
-        if (op == R_MAX || op == R_MIN) {
+        if (op == PLAST_RD_MAX || op == PLAST_RD_MIN) {
             // every thread of the block sees at least one element when R >= blockDim (the launcher's rule)
             (void)have;
         }
@@ -160,7 +159,7 @@ __device__ __forceinline__ void logsumexp_body(const T *x, Layout lk, Layout lr,
             T v = x[base + layout_offset(lr, r)];
             m = (v > m || v != v) ? v : m;
         }
-        m = warp_combine<T>(R_MAX, m);
+        m = warp_combine<T>(PLAST_RD_MAX, m);
         T shift = (m == Limits<T>::inf() || m == -Limits<T>::inf()) ? T(0) : m;
         if (m != m) shift = T(0);
         T s = T(0);

@@ -11,6 +11,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "codes.h" // PLAST_SR_*: scatter_reduce's reduce= (plast/_core/codes.h)
+
 #ifdef __CUDACC__
 #define PLAST_SR_HD __host__ __device__ __forceinline__
 #define PLAST_SR_MEMBER __host__ __device__ __forceinline__
@@ -18,8 +20,6 @@
 #define PLAST_SR_HD static inline
 #define PLAST_SR_MEMBER inline
 #endif
-
-enum { PLAST_SR_SUM = 0, PLAST_SR_PROD = 1, PLAST_SR_MEAN = 2, PLAST_SR_AMAX = 3, PLAST_SR_AMIN = 4 };
 
 // Per dtype: the combining step, the neutral element and mean's division. uint8_t is plast's bool.
 template <typename T> struct SrArith;

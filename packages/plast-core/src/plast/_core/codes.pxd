@@ -1,0 +1,112 @@
+# cython: language_level=3
+# The names of codes.h for Cython: a kernel wrapper cimports the codes it passes to C from here
+# (`from plast._core.codes cimport PLAST_RD_SUM`), so it reads them at C level, numbered once, in the header.
+
+cdef extern from "codes.h":
+    enum plast_act:
+        PLAST_ACT_NONE
+        PLAST_ACT_RELU
+        PLAST_ACT_GELU_TANH
+        PLAST_ACT_GELU_ERF
+    enum plast_reduction:
+        PLAST_RED_NONE
+        PLAST_RED_MEAN
+        PLAST_RED_SUM
+    enum plast_binary:
+        PLAST_BIN_ADD
+        PLAST_BIN_SUB
+        PLAST_BIN_MUL
+        PLAST_BIN_DIV
+        PLAST_BIN_MAX
+        PLAST_BIN_MIN
+        PLAST_BIN_POW
+        PLAST_BIN_FLOORDIV
+        PLAST_BIN_REMAINDER
+        PLAST_BIN_FMOD
+        PLAST_BIN_BITAND
+        PLAST_BIN_BITOR
+        PLAST_BIN_BITXOR
+    const int PLAST_BIN_COUNT
+    enum plast_unary:
+        PLAST_UN_EXP
+        PLAST_UN_LOG
+        PLAST_UN_LOG1P
+        PLAST_UN_SQRT
+        PLAST_UN_RSQRT
+        PLAST_UN_TANH
+        PLAST_UN_SIGMOID
+        PLAST_UN_RELU
+        PLAST_UN_ABS
+        PLAST_UN_NEG
+        PLAST_UN_GELU_TANH
+        PLAST_UN_GELU_ERF
+        PLAST_UN_SILU
+        PLAST_UN_ERF
+        PLAST_UN_RECIP
+        PLAST_UN_SQUARE
+        PLAST_UN_SIGN
+        PLAST_UN_SIN
+        PLAST_UN_COS
+        PLAST_UN_FLOOR
+        PLAST_UN_CEIL
+        PLAST_UN_TRUNC
+        PLAST_UN_ROUND
+        PLAST_UN_EXP2
+        PLAST_UN_LOG2
+        PLAST_UN_LOG10
+        PLAST_UN_EXPM1
+        PLAST_UN_BITNOT
+    const int PLAST_UN_COUNT
+    enum plast_compare:
+        PLAST_CMP_EQ
+        PLAST_CMP_NE
+        PLAST_CMP_LT
+        PLAST_CMP_LE
+        PLAST_CMP_GT
+        PLAST_CMP_GE
+        PLAST_CMP_LAND
+        PLAST_CMP_LOR
+        PLAST_CMP_LXOR
+    enum plast_predicate:
+        PLAST_PRED_ISFINITE
+        PLAST_PRED_ISNAN
+        PLAST_PRED_ISINF
+        PLAST_PRED_LOGICAL_NOT
+        PLAST_PRED_NONZERO
+    enum plast_reduce_op:
+        PLAST_RD_SUM
+        PLAST_RD_MAX
+        PLAST_RD_MIN
+        PLAST_RD_PROD
+        PLAST_RD_ALL
+        PLAST_RD_ANY
+        PLAST_RD_NORM_P
+        PLAST_RD_NORM_2
+    enum plast_scatter_reduce:
+        PLAST_SR_SUM
+        PLAST_SR_PROD
+        PLAST_SR_MEAN
+        PLAST_SR_AMAX
+        PLAST_SR_AMIN
+    enum plast_softmax_mode:
+        PLAST_SM_SOFTMAX
+        PLAST_SM_SAFE_SOFTMAX
+        PLAST_SM_LOG_SOFTMAX
+    enum plast_loss_kind:
+        PLAST_LOSS_INDEX
+        PLAST_LOSS_PROB
+        PLAST_LOSS_NLL
+    enum plast_optim:
+        PLAST_OPT_SGD
+        PLAST_OPT_ADAM
+        PLAST_OPT_RMSPROP
+    enum plast_optim_dtype:
+        PLAST_OPT_F32
+        PLAST_OPT_F64
+    enum plast_optim_flag:
+        PLAST_OPT_MAXIMIZE
+        PLAST_OPT_NESTEROV
+        PLAST_OPT_MOMENTUM
+        PLAST_OPT_AMSGRAD
+        PLAST_OPT_DECOUPLED
+        PLAST_OPT_CENTERED
