@@ -519,8 +519,9 @@ def host_philox(monkeypatch):
     is host memory): what reaches the kernel (address, count, seed, stream offset) is checked, by value."""
     from plast import random as prandom
     from plast.kernels.cpu import _kernels
-    from plast.kernels.cuda import kernels_nn
+    from plast.kernels.cuda import kernels, kernels_nn
 
+    monkeypatch.setattr(kernels, "_err_state", {})  # the error flag lives in this fake's memory
     launches = []
 
     def fill(kind, code, seed, offset, address, n, p1, p2):
@@ -936,3 +937,40 @@ def test_16bit_tensors_on_cuda_say_they_are_not_supported_yet(fake_cuda):
             make()
     with pytest.raises(NotImplementedError, match="no 16-bit kernels"), plast.autocast("cuda"):
         pass
+
+
+class _Node:
+    def __init__(self, args):
+        self.args = args
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_backward_passes_its_reduction_by_name(fake_cuda, rng, monkeypatch, reduction):
+    """The launches of cross_entropy's backward, recorded: a mean loss gets its divisor (the sum of the target
+    weights, computed by loss_finish with the "sum" reduction) and the backward kernel gets a pointer to it; the
+    other reductions need none."""
+    from plast._core.codes import REDUCTION_CODES
+    from plast.kernels.cuda import kernels, kernels_nn
+
+    monkeypatch.setattr(kernels, "_err_state", {})  # the error flag lives in this fake's memory
+    launches = []
+    monkeypatch.setattr(
+        kernels_nn, "launch", lambda module, fn, grid, block, p: launches.append((fn, p.bytes()))
+    )
+    x = plast.tensor(rng.standard_normal((4, 5)).astype(np.float32)).to("cuda")
+    t = plast.tensor(np.array([0, 1, 2, 3])).to("cuda")
+    g = plast.tensor(np.ones(4 if reduction == "none" else (), np.float32)).to("cuda")
+    out = plast.zeros((4, 5), device="cuda")
+    plast.forward(x, t, g, out)
+    kernels_nn.cross_entropy_backward(_Node(("index", None, reduction, 0.0)), [g, x, t], [out])
+    names = [fn for fn, _ in launches]
+    finish = [p for fn, p in launches if fn.startswith("loss_finish")]
+    (bwd,) = [p for fn, p in launches if fn.startswith("loss_bwd")]
+    assert np.frombuffer(bwd[:12], np.int32).tolist() == [0, kernels_nn.K_INDEX, REDUCTION_CODES[reduction]]
+    if reduction == "mean":
+        # the divisor: nll_loss's rows of weights, summed (reduction code, then the nll, smooth and wt pointers)
+        assert names.count("loss_finish_f32") == 1 and len(finish) == 1
+        kind, red = np.frombuffer(finish[0][:8], np.int32).tolist()
+        assert (kind, red) == (kernels_nn.K_NLL, REDUCTION_CODES["sum"])
+    else:
+        assert not finish

@@ -317,7 +317,7 @@ def _mean_divisor(op, x, target, w, ignore_index, code):
             p.i64(st).ptr(wop.addr if wop else 0).i64(ign).scalar(code, 0.0).ptr(wt.address).ptr(wt.address)
             p.ptr(wt.address).ptr(err)
             launch("loss", f"loss_rows_{SUF[code]}", (min(M, MAX_GRID),), (32,), p)
-    red = REDUCTION_CODES["mean"]
+    red = REDUCTION_CODES["sum"]  # the divisor is the sum of the weights: loss_finish sums wt as the "loss"
     p = Params().i32(K_NLL).i32(red).ptr(wt.address).ptr(wt.address).ptr(wt.address).i64(M).i64(K)
     p.scalar(code, 0.0).ptr(dn.address)
     launch("loss", f"loss_finish_{SUF[code]}", (1,), (1024,), p)
@@ -330,7 +330,7 @@ def _loss_backward(op, mode, kind_code, g, x, target, w, ignore_index, reduction
     lx, lt, sk, st, t64, K, M, rshape, target_c, wop = _loss_setup(x, target, w, kind_code, code)
     red = REDUCTION_CODES[reduction]
     dn = None
-    if red == REDUCTION_CODES["sum"] and kind_code != K_PROB:
+    if red == REDUCTION_CODES["mean"] and kind_code != K_PROB:
         dn = _mean_divisor(op, x, target, w, ignore_index, code)
     if g is not None:
         g = as_code(g, code)
