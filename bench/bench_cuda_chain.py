@@ -74,7 +74,7 @@ def host_side(reps):
 
 
 def gpu_side(reps, n=1 << 24):
-    drv = loader.driver()
+    drv = cuda.driver()
     rng = np.random.default_rng(0)
     x = plast.tensor(rng.standard_normal((n // 1024, 1024)).astype(np.float32), device="cuda")
     w = plast.tensor(rng.standard_normal(1024).astype(np.float32), device="cuda")

@@ -20,7 +20,7 @@ from timing import median_time
 
 import plast
 import plast._core.cuda_driver as cuda
-from plast.kernels.cuda import kernels
+from plast.kernels.cuda import table as cuda_table
 
 
 def cases(device):
@@ -97,7 +97,7 @@ def host_side(reps):
     names = ("scatter_reduce", "multinomial", "reduce_svd", "reduce_prod_excl")
     run = {n: f for n, f in cases("cpu").items() if "1M" not in n}  # 1M-element sorts only add launches
     calls = harness.capture(lambda: plast.forward(*[f() for f in run.values()]))
-    table = kernels.table()
+    table = cuda_table.table()
     res = {}
     with harness.fake_gpu() as recs:
         for c in calls:

@@ -73,11 +73,11 @@ def benchmarks():
     import numpy as np
 
     import plast._core.cuda_driver as cuda
-    from plast.kernels.cuda import kernels, kernels_nn, loader
+    from plast.kernels.cuda import kernels, kernels_nn
     from plast.memory import cuda as memory
     from plast.ops.registry import OPS
 
-    drv = loader.driver()
+    drv = cuda.driver()
     timeit = _timer(drv)
     torch, ttimeit = _torch_timer()
     arena = memory.transient_arena()
@@ -194,7 +194,7 @@ def main(argv=None):
     loader.build_all()
     report["build_s"] = round(time.perf_counter() - t0, 2)
     print(
-        f"built {len(loader.module_names())} modules for {loader.arch()} in {report['build_s']} s "
+        f"built {len(loader.module_names())} modules for {cuda.arch()} in {report['build_s']} s "
         f"(cache: {loader.cache_dir()})"
     )
     rc = 0

@@ -185,8 +185,9 @@ cd "$ROOT" || exit 1
 COMPILE_PY='
 import os, sys, time
 from concurrent.futures import ThreadPoolExecutor
+from plast._core import cuda_driver
 from plast.kernels.cuda import loader
-arch = sys.argv[1] if len(sys.argv) > 1 else loader.arch()
+arch = sys.argv[1] if len(sys.argv) > 1 else cuda_driver.arch()
 names = loader.module_names() if len(sys.argv) < 3 else sys.argv[2].split(",")
 t = time.perf_counter()
 with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:

@@ -99,7 +99,7 @@ def installed(monkeypatch, driver=None, modules=None):
     factory = sys.modules["plast.ops.factory"]  # the shared 0-d constants
     drv = driver if driver is not None else FakeDriver()
     monkeypatch.setattr(cuda_backend, "_probe", (True, "", INFO))
-    monkeypatch.setattr(loader, "_ctx", (drv, None, "sm_90"))
+    monkeypatch.setattr(cuda_backend, "_ctx", (drv, None, "sm_90"))
     monkeypatch.setattr(loader, "_modules", dict(modules or {}))
     monkeypatch.setattr(loader, "compile_module", lambda *a, **k: b"")  # nvcc is never needed for the fake
     columns = {name: op.kernels.get("cuda") for name, op in OPS.items()}

@@ -21,6 +21,7 @@ import re
 
 import numpy as np
 
+import plast._core.cuda_driver as cuda_driver
 from plast.kernels.cuda import loader
 
 # ---- capture ------------------------------------------------------------------------------------------------
@@ -517,8 +518,8 @@ def fake_gpu(signatures=None):
         records.append(rec)
 
     fake_drv = _FakeDriver()
-    saved = (loader.function, loader.launch, loader.driver, kernels._err_state.copy())
-    loader.function, loader.launch, loader.driver = function, launch, lambda: fake_drv
+    saved = (loader.function, loader.launch, cuda_driver.driver, kernels._err_state.copy())
+    loader.function, loader.launch, cuda_driver.driver = function, launch, lambda: fake_drv
     from plast.kernels.cuda import kernels_nn
 
     saved_tables = dict(kernels_nn._tables)
@@ -529,7 +530,7 @@ def fake_gpu(signatures=None):
     try:
         yield records
     finally:
-        loader.function, loader.launch, loader.driver = saved[0], saved[1], saved[2]
+        loader.function, loader.launch, cuda_driver.driver = saved[0], saved[1], saved[2]
         memory.arenas = own_arenas
         kernels._err_state.clear()
         kernels._err_state.update(saved[3])
@@ -554,9 +555,9 @@ def check_launch(signatures, rec):
 def dry_run(calls, signatures=None):
     """Run the CUDA launcher of every recorded call against the recorder; returns (records, failures) where
     failures are (call, message) for launchers that raised or launches that do not match their kernel."""
-    from plast.kernels.cuda import kernels
+    from plast.kernels.cuda import table as cuda_table
 
-    table = kernels.table()
+    table = cuda_table.table()
     failures, records = [], []
     with fake_gpu(signatures) as recs:
         for call in calls:
@@ -579,10 +580,10 @@ def dry_run(calls, signatures=None):
 
 def coverage(calls):
     """(op names reached by `calls` that have a CUDA kernel, ... that are stubs, op names never reached)."""
-    from plast.kernels.cuda import kernels
+    from plast.kernels.cuda import table as cuda_table
     from plast.ops.registry import OPS
 
-    table = kernels.table()
+    table = cuda_table.table()
     seen = {c.name for c in calls}
     real = sorted(n for n in seen if n in table and not getattr(table[n], "cuda_stub", False))
     stubs = sorted(n for n in seen if n not in real)
@@ -690,10 +691,10 @@ def compare(name, got, want, rtol=1e-4, atol=1e-5):
 def replay(call, *, rtol=1e-4, atol=1e-5):
     """Run a recorded call's CUDA kernel on the GPU and compare with the CPU's results. Returns None when they
     agree, else a message. View ops and stubs are skipped (None)."""
-    from plast.kernels.cuda import kernels
+    from plast.kernels.cuda import table as cuda_table
     from plast.memory import cuda as memory
 
-    k = kernels.table().get(call.name)
+    k = cuda_table.table().get(call.name)
     if k is None or getattr(k, "cuda_stub", False):
         return None
     arena = memory.transient_arena()

@@ -1,16 +1,16 @@
 """plast-core's layers point one way (DESIGN §1): every import and cimport of core's .py, .pyx and .pxd files is read
 here and checked against the layer order below.
 
-Three rules, each with its own table of what is still owed. A table lists only what exists today, with the reason;
-the test fails when a module has MORE than its entry (new debt) and also when it has FEWER (then lower the entry:
-the tables only shrink). Aim: every table empty.
+Three rules. Rules 1 and 3 have a table of what is still owed: a table lists only what exists today, with the
+reason; the test fails when a module has MORE than its entry (new debt) and also when it has FEWER (then lower the
+entry: the tables only shrink). Aim: every table empty.
 
 1. A module-level import never points up the layer order.
 2. No import inside a function, except of pycuda and of the CUDA backend from outside it (lazy on purpose: a
    CPU-only program never loads them; loading plast.kernels.cuda and plast.memory.cuda with plast costs ~170 ms
-   of import time on a 2-core machine), of the sibling distributions, and the counted debt in
-   FUNCTION_IMPORT_DEBT (what is left is inside the CUDA backend: cycles among its modules, and device memory
-   reaching up for the CUDA context).
+   of import time on a 2-core machine), and of the sibling distributions. No debt is left: the CUDA context lives
+   in plast._core.cuda_driver, below device memory and the kernels, and the op table's CUDA column is gathered
+   by kernels/cuda/table.py, above the launchers, and filled by the op layer.
 3. No late-binding setter (a lower module handed a class or table from above at import time), except the counted
    debt in LATE_BINDING_DEBT.
 
@@ -43,16 +43,6 @@ LAYERS = [
 
 # Module-level imports that point up (rule 1), each with what is owed.
 UPWARD_MODULE_IMPORTS: dict[tuple[str, str], str] = {}
-
-# Imports inside functions (rule 2), per module. Each is owed: hoist it (same layer or below), or move the code
-# it needs down a layer (upward).
-FUNCTION_IMPORT_DEBT = {
-    "plast.kernels.cuda": 1,  # the package's register_cuda_kernels, which memory/arenas calls
-    "plast.kernels.cuda.graphs": 1,  # kernels <-> graphs: a capture launches kernels, kernels ask for captures
-    "plast.kernels.cuda.kernels": 4,  # kernels <-> transfer/kernels_nn/kernels_extra; ops.registry's rows
-    "plast.kernels.cuda.transfer": 3,  # transfer <-> kernels
-    "plast.memory.cuda": 7,  # device memory needs the CUDA context of kernels/cuda/loader (up a layer)
-}
 
 # Late-binding setters (rule 3), per module: a compiled module handed its op rows (``_movement.bind(...)``),
 # the recorder handed the Tensor class (``bind(Tensor)``).
@@ -268,23 +258,16 @@ def test_module_level_imports_form_no_cycle():
     assert not cycles, f"module-level import cycles: {cycles}"
 
 
-def test_imports_inside_functions_only_shrink():
-    counts = Counter(
-        module
-        for module, _, target, _, in_function in IMPORTS
+def test_no_imports_inside_functions():
+    bad = [
+        f"{path.relative_to(CORE_SRC)}:{lineno}: {module} imports {target}"
+        for module, path, target, lineno, in_function in IMPORTS
         if in_function and not _lazy_on_purpose(module, target)
+    ]
+    assert not bad, (
+        "imports inside functions; hoist them to module level, or move the code they need down a layer:\n"
+        + "\n".join(bad)
     )
-    grown = {
-        m: (n, FUNCTION_IMPORT_DEBT.get(m, 0))
-        for m, n in counts.items()
-        if n > FUNCTION_IMPORT_DEBT.get(m, 0)
-    }
-    assert not grown, (
-        "new imports inside functions (module: found, allowed); hoist them to module level, or move the code they "
-        f"need down a layer: {grown}"
-    )
-    shrunk = {m: (counts.get(m, 0), n) for m, n in FUNCTION_IMPORT_DEBT.items() if counts.get(m, 0) < n}
-    assert not shrunk, f"imports inside functions were removed: lower FUNCTION_IMPORT_DEBT to match {shrunk}"
 
 
 def test_late_binding_only_shrinks():

@@ -35,10 +35,11 @@ def _segments():
 def dev():
     import cuda_harness as harness
 
-    from plast.kernels.cuda import kernels, loader
+    from plast._core import cuda_driver
+    from plast.kernels.cuda import kernels
     from plast.memory import cuda as memory
 
-    loader.context()
+    cuda_driver.context()
 
     class Dev:
         arena = memory.transient_arena()

@@ -30,6 +30,7 @@ from plast.kernels.cpu import kernels as cpu_kernels
 from plast.kernels.cuda import graphs, kernels, kernels_nn, loader
 from plast.kernels.cuda.abi import Params
 from plast.memory import arenas as _arenas
+from plast.memory import cuda as memory_cuda
 from plast.memory.arena import borrow
 from plast.ops.registry import OPS
 
@@ -257,11 +258,11 @@ def fake_gpu(monkeypatch):
     drv = FakeDriver()
     info = {"name": "fake", "compute_capability": (9, 0), "devices": 1, "memory_bytes": 1 << 30}
     monkeypatch.setattr(cuda_backend, "_probe", (True, "", info))
-    monkeypatch.setattr(loader, "_ctx", (drv, None, "sm_90"))
+    monkeypatch.setattr(cuda_backend, "_ctx", (drv, None, "sm_90"))
     monkeypatch.setattr(
         loader, "_modules", {name: loader.Module(name, FakeModule(drv, k)) for name, k in drv.modules.items()}
     )
-    monkeypatch.setattr(loader, "_stream", None)
+    monkeypatch.setattr(memory_cuda, "capture_stream", None)
     monkeypatch.setattr(graphs, "_api", None)
     monkeypatch.setattr(graphs, "_stream", None)
     monkeypatch.setattr(graphs, "_capture", None)
@@ -641,7 +642,7 @@ def test_capture_records_device_memory_ops_and_holds_memory(fake_gpu):
         held["table"] = kernels_nn._device_bytes(b"\1" * 48)
 
     g = graphs.capture(run)
-    assert graphs.active() is None and loader._stream is None
+    assert graphs.active() is None and memory_cuda.capture_stream is None
     assert acc.tolist() == [5.0] * 4 and out.tolist() == [0.0] * 4  # recorded, not run
     g.launch()
     assert acc.tolist() == [0.0] * 4 and out.tolist() == [2.0] * 4
@@ -655,7 +656,7 @@ def test_capture_records_device_memory_ops_and_holds_memory(fake_gpu):
         graphs.capture(lambda: kernels_nn._device_bytes(b"\2" * 48))
     with pytest.raises(graphs.NotCapturable, match="device-to-host"):
         graphs.capture(lambda: acc.numpy())
-    assert graphs.active() is None and loader._stream is None
+    assert graphs.active() is None and memory_cuda.capture_stream is None
     assert not [s for s in fake_gpu.streams if s.recording is not None]
 
 

@@ -1,7 +1,7 @@
 """plast.cuda: is a GPU usable, and why not (torch.cuda's names).
 
-The CUDA backend's kernels, loader and device arenas live in plast._core.cuda_driver and are imported when the first
-CUDA tensor is asked for (``device="cuda"``, ``.cuda()``, ``.to("cuda")``, ``init_arenas(device="cuda")``);
+The CUDA backend (plast.kernels.cuda, plast.memory.cuda; the context is plast._core.cuda_driver's) is imported when
+the first CUDA tensor is asked for (``device="cuda"``, ``.cuda()``, ``.to("cuda")``, ``init_arenas(device="cuda")``);
 where no GPU is usable those raise ``CudaUnavailableError`` with unavailable_reason()'s text.
 
 >>> import plast
@@ -34,9 +34,7 @@ def device_count() -> int:
 def synchronize() -> None:
     """Wait for every kernel queued on the GPU (for timing; reading a value waits by itself)."""
     _backend.require("plast.cuda.synchronize()")
-    from .kernels.cuda import loader
-
-    loader.driver().Context.synchronize()
+    _backend.driver().Context.synchronize()
 
 
 class _Amp:

@@ -5,6 +5,9 @@ This module is the lowest layer's view of CUDA: the memory layer asks it before 
 remembers the answer, and the kernels (``kernels/*.cu``) compile on first use (loader.py). Without pycuda, a
 driver or a suitable GPU, ``is_available()`` is False and ``unavailable_reason()`` says which one is missing.
 
+It also holds the one CUDA context (``context()``, ``driver()``, ``arch()``): device memory (plast.memory.cuda)
+and the kernels (plast.kernels.cuda) both need it, so it lives below both.
+
 ``plast._core.cuda_driver.matmul.allow_tf32`` (False by default, as torch names it) lets float32 matmuls use the
 TF32 tensor-core kernel: faster, with 10 mantissa bits per input instead of 23.
 
@@ -13,7 +16,9 @@ TF32 tensor-core kernel: faster, with 10 mantissa bits per input instead of 23.
 True
 """
 
+import atexit
 import os
+import threading
 
 from .errors import PlastError
 
@@ -127,6 +132,47 @@ def require(what="CUDA tensors"):
         )
 
 
+# ---- the context --------------------------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_ctx = None  # (pycuda.driver module, context, arch string)
+
+
+def context():
+    """(pycuda.driver, context, arch): device 0's primary context, made current on first use."""
+    global _ctx
+    if _ctx is None:
+        with _lock:
+            if _ctx is None:
+                require("the CUDA backend")
+                import pycuda.driver as drv
+
+                dev = drv.Device(0)
+                ctx = dev.retain_primary_context()
+                ctx.push()
+                atexit.register(_pop_context, ctx)
+                major, minor = dev.compute_capability()
+                _ctx = (drv, ctx, f"sm_{major}{minor}")
+    return _ctx
+
+
+def _pop_context(ctx):
+    try:
+        ctx.pop()
+    except Exception:
+        pass
+
+
+def driver():
+    """The pycuda.driver module, once the context is current."""
+    return context()[0]
+
+
+def arch():
+    """This GPU's architecture as nvcc names it ("sm_90")."""
+    return context()[2]
+
+
 __all__ = [
     "CudaUnavailableError",
     "require",
@@ -135,4 +181,7 @@ __all__ = [
     "device_info",
     "config_lines",
     "matmul",
+    "context",
+    "driver",
+    "arch",
 ]

@@ -32,15 +32,7 @@ def _make_cuda(persistent_bytes, transient_bytes, grow):
     backend.require()
     from . import cuda as memory
 
-    pair = memory.make_arenas(persistent_bytes, transient_bytes, grow)
-    if "cuda" not in _arenas:
-        # the op table's "cuda" column is filled before any CUDA tensor exists
-        # NOTE: an upward import (memory -> kernels), allowlisted in tests/test_architecture.py until the op
-        # rows name their CUDA kernels themselves
-        from ..kernels.cuda import register_cuda_kernels
-
-        register_cuda_kernels()
-    return pair
+    return memory.make_arenas(persistent_bytes, transient_bytes, grow)
 
 
 def view_of(block, byte_offset, nbytes):

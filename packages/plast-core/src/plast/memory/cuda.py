@@ -11,10 +11,14 @@
 Memory is ordered by the default stream: a block freed here and handed out again is only written by kernels
 queued after every kernel that used it before, so reuse needs no synchronization (as in torch's allocator).
 
-Written against PyCUDA, imported lazily: the allocator and memset are injectable, so the bookkeeping is tested
-on machines without a GPU (tests/test_cuda_compile.py) with a fake allocator.
+Written against PyCUDA, imported lazily (the context is plast._core.cuda_driver's): the allocator and memset are
+injectable, so the bookkeeping is tested on machines without a GPU (tests/test_cuda_compile.py) with a fake
+allocator.
 """
 
+import numpy as np
+
+from .._core import cuda_driver
 from .._core.errors import ArenaExhaustedError, StaleTensorError
 from . import arenas as _arenas
 
@@ -43,9 +47,7 @@ def _fmt(n):
 
 
 def _pycuda_alloc(nbytes):
-    from ..kernels.cuda import loader
-
-    drv = loader.driver()
+    drv = cuda_driver.driver()
     try:
         return drv.mem_alloc(nbytes)
     except drv.MemoryError as e:
@@ -271,15 +273,29 @@ def persistent_arena():
     return arenas()[0]
 
 
+# ---- the stream device work goes to ---------------------------------------------------------------------------
+
+# None (the legacy default stream, where eager kernels and copies run) except while kernels/cuda/graphs.py records
+# a CUDA graph: then the capturing stream, which kernel launches (kernels/cuda/loader.py), memsets and device
+# copies go to, to be recorded. Host copies refuse to run while it is set: a graph cannot replay them.
+capture_stream = None
+
+
+class NotCapturable(Exception):
+    """A step did something a graph cannot replay (a host copy); the plan replays step by step."""
+
+
+def _not_captured(what):
+    """Host copies run when called, never in a graph's replays: a capture that meets one fails (graphs.py)."""
+    if capture_stream is not None:
+        raise NotCapturable(f"{what} can't be recorded into a CUDA graph")
+
+
 # ---- host <-> device copies ----------------------------------------------------------------------------------
 
 
 def from_host(storage, array, byte_offset=0):
     """Copy a contiguous numpy array into device storage (synchronous)."""
-    import numpy as np
-
-    from ..kernels.cuda import loader
-
     a = np.ascontiguousarray(array)
     if byte_offset + a.nbytes > storage.nbytes:
         raise ValueError(
@@ -287,16 +303,12 @@ def from_host(storage, array, byte_offset=0):
         )
     if a.nbytes:
         _not_captured("a host-to-device copy")
-        loader.driver().memcpy_htod(storage.address + byte_offset, a)
+        cuda_driver.driver().memcpy_htod(storage.address + byte_offset, a)
 
 
 def to_host(storage, shape, dtype, byte_offset=0, out=None):
     """A numpy array with `shape`/`dtype` copied from device storage (synchronous, so it also waits for the
     kernels that write it). `out`: a C-contiguous array to copy into instead of a new one."""
-    import numpy as np
-
-    from ..kernels.cuda import loader
-
     if out is None:
         out = np.empty(shape, dtype=dtype)
     elif not out.flags.c_contiguous or out.shape != tuple(shape) or out.dtype != np.dtype(dtype):
@@ -309,40 +321,26 @@ def to_host(storage, shape, dtype, byte_offset=0, out=None):
                 f"to_host: {out.nbytes} bytes at offset {byte_offset} overflow a {storage.nbytes}-byte block"
             )
         _not_captured("a device-to-host read")
-        loader.driver().memcpy_dtoh(out, storage.address + byte_offset)
+        cuda_driver.driver().memcpy_dtoh(out, storage.address + byte_offset)
     return out
 
 
 def copy_device(dst_address, src_address, nbytes):
     """Device-to-device copy, ordered on the default stream (recorded, while a CUDA graph is captured)."""
-    from ..kernels.cuda import loader
-
     if nbytes:
-        s = loader._stream
+        s = capture_stream
         if s is None:
-            loader.driver().memcpy_dtod(dst_address, src_address, nbytes)
+            cuda_driver.driver().memcpy_dtod(dst_address, src_address, nbytes)
         else:
-            loader.driver().memcpy_dtod_async(dst_address, src_address, nbytes, s)
+            cuda_driver.driver().memcpy_dtod_async(dst_address, src_address, nbytes, s)
 
 
 def memset(address, value, nbytes):
     """Set `nbytes` bytes at a device address to `value`, ordered on the default stream (recorded, while a CUDA
     graph is captured: a replay zeroes an accumulator again)."""
-    from ..kernels.cuda import loader
-
     if nbytes:
-        s = loader._stream
+        s = capture_stream
         if s is None:
-            loader.driver().memset_d8(address, value, nbytes)
+            cuda_driver.driver().memset_d8(address, value, nbytes)
         else:
-            loader.driver().memset_d8_async(address, value, nbytes, s)
-
-
-def _not_captured(what):
-    """Host copies run when called, never in a graph's replays: a capture that meets one fails (graphs.py)."""
-    from ..kernels.cuda import loader
-
-    if loader._stream is not None:
-        from ..kernels.cuda import graphs
-
-        graphs.forbid(what)
+            cuda_driver.driver().memset_d8_async(address, value, nbytes, s)

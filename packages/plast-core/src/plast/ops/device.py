@@ -20,7 +20,7 @@ from ..graph._graph import record, tensor_class
 from ..graph.tape import tracing
 from ..kernels.host import host_array
 from ..memory import arenas as _arenas
-from .registry import register
+from .registry import register, register_cuda_kernels
 
 
 def _copy_to_cpu(node, inputs, outputs):
@@ -39,7 +39,7 @@ def _to_device_bw(node, g):
     return (to_device(g, node.args[0]),)
 
 
-# The "cuda" column is filled by register_cuda_kernels() (kernels/cuda/kernels.py's table) with the same copy.
+# The "cuda" column is filled by register_cuda_kernels() (kernels/cuda/table.py) with the same copy.
 TO_DEVICE = register("to_device", cpu=_copy_to_cpu, backward=_to_device_bw, saves_inputs=False)
 
 
@@ -48,11 +48,15 @@ _CUDA = as_device("cuda")
 
 def _check_device(dev):
     """`dev` once it can hold tensors (for CUDA: its arenas and kernels exist, else CudaUnavailableError says
-    why). "cuda:0" is "cuda": plast drives one GPU."""
+    why). "cuda:0" is "cuda": plast drives one GPU. Every CUDA tensor's device passed here first (factories,
+    transfers; an op's output is on its inputs' device), so the op table's "cuda" column is filled here, before
+    the first CUDA tensor exists."""
     if dev.type == "cuda":
         if dev.index not in (None, 0):
             raise NotImplementedError(f"plast uses one GPU, cuda:0; got {dev}")
         _arenas.arenas("cuda")
+        if "cuda" not in TO_DEVICE.kernels:
+            register_cuda_kernels()
         return _CUDA
     return dev
 

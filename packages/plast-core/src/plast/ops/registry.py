@@ -53,6 +53,20 @@ def register(
     return op
 
 
+def register_cuda_kernels():
+    """Put the CUDA kernels into the op table's "cuda" column (ops/device.py does, for the first CUDA tensor);
+    ops missing there get a NotImplementedError stub. Returns (implemented, stubbed) op-name lists. Idempotent."""
+    from ..kernels.cuda.table import not_implemented, table  # the CUDA backend: loaded on first CUDA use only
+
+    t = table()
+    implemented, stubbed = [], []
+    for name, op in OPS.items():
+        k = t.get(name) or not_implemented(name)
+        op.kernels["cuda"] = k
+        (stubbed if getattr(k, "cuda_stub", False) else implemented).append(name)
+    return implemented, stubbed
+
+
 def adopt(op):
     """Enter a row built below the op layer (the recorder's ``cast``, graph/_graph.pyx) into the table."""
     if op.name in OPS:

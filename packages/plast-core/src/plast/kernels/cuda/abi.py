@@ -194,3 +194,23 @@ class Params:
 
     def __len__(self):
         return len(self._buf)
+
+
+# ---- the error flag -------------------------------------------------------------------------------------------
+
+
+def flagged_error(flag, fmt=None):
+    """The exception an error flag read back (code, value, bound, position; common.cuh's plast_set_error) stands
+    for, or None. `fmt(code, value, bound, pos)` may supply it (None: the default message)."""
+    code, value, bound, pos = (int(v) for v in flag)
+    if code == 0:
+        return None
+    err = fmt(code, value, bound, pos) if fmt else None
+    if err is None:
+        if code == 1:
+            err = IndexError(f"index {value} is out of bounds for size {bound}")
+        elif code == 2:
+            err = ZeroDivisionError("integer division by zero")
+        else:
+            err = ValueError(f"invalid value {value} (element {pos})")
+    return err

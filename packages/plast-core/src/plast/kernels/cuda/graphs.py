@@ -32,8 +32,10 @@ import os
 
 import numpy as np
 
+from ..._core import cuda_driver
 from ...memory import cuda as memory
-from . import loader
+from ...memory.cuda import NotCapturable  # raised by host copies during a capture, and here
+from .abi import flagged_error
 
 MAX_CAPTURE_TRIES = 2  # a plan whose capture failed this often replays step by step for good
 RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
@@ -43,10 +45,6 @@ _binding = None  # the RngBinding being filled (random steps run for their offse
 _api = None
 _stream = None
 STATS = {"captures": 0, "launches": 0, "failed_captures": 0}
-
-
-class NotCapturable(Exception):
-    """A step did something a graph cannot replay (a host copy); the plan replays step by step."""
 
 
 class GraphsUnavailable(RuntimeError):
@@ -71,12 +69,6 @@ def active():
 def binding():
     """The RngBinding being filled, or None."""
     return _binding
-
-
-def forbid(what):
-    """Raise NotCapturable when a capture is on (memory.py calls it before host copies)."""
-    if _capture is not None:
-        raise NotCapturable(f"{what} can't be recorded into a CUDA graph")
 
 
 # ---- the two ways to reach stream capture ----------------------------------------------------------------------
@@ -180,7 +172,7 @@ def api():
     """The stream-capture API of this process (raises GraphsUnavailable saying why there is none)."""
     global _api
     if _api is None:
-        drv = loader.driver()
+        drv = cuda_driver.driver()
         if hasattr(getattr(drv, "Stream", None), "begin_capture"):
             _api = PycudaGraphs(drv)
         else:
@@ -192,7 +184,7 @@ def stream():
     """The stream graphs are captured on and launched on (default flags: ordered with the legacy stream)."""
     global _stream
     if _stream is None:
-        _stream = loader.driver().Stream()
+        _stream = cuda_driver.driver().Stream()
     return _stream
 
 
@@ -258,12 +250,12 @@ def capture(run, rng_slots=0):
     s = stream()
     cap = Capture(s, rng_slots)
     a.begin(s)
-    prev = loader._stream
-    _capture, loader._stream = cap, s
+    prev = memory.capture_stream
+    _capture, memory.capture_stream = cap, s
     try:
         run()
     except BaseException:
-        _capture, loader._stream = None, prev
+        _capture, memory.capture_stream = None, prev
         try:
             g = a.end(s)
             a.free(g, None)
@@ -271,7 +263,7 @@ def capture(run, rng_slots=0):
             pass  # an invalidated capture ends with an error of its own; the first one is what matters
         STATS["failed_captures"] += 1
         raise
-    _capture, loader._stream = None, prev
+    _capture, memory.capture_stream = None, prev
     g = a.end(s)
     try:
         exe = a.instantiate(g)
@@ -319,10 +311,8 @@ class Graph:
         self.check_flags()
 
     def check_flags(self):
-        from . import kernels
-
         for buf, checker in self.flags:
-            err = kernels.flagged_error(memory.to_host(buf, (4,), np.int64), checker.fmt)
+            err = flagged_error(memory.to_host(buf, (4,), np.int64), checker.fmt)
             if err is not None:
                 raise err
 

@@ -7,8 +7,9 @@ sizes. Kernels that read indices (embedding ids, class targets, gather indices) 
 value through a device error flag; the launcher reads it back and raises IndexError / ZeroDivisionError with
 the CPU kernel's message, before anyone can read the output.
 
-``register_cuda_kernels()`` fills the "cuda" column of the op table; core calls it when the first CUDA tensor
-is made. Ops with no CUDA kernel yet get a stub that raises NotImplementedError naming the op.
+table.py gathers these launchers (and kernels_nn's, kernels_extra's, transfer's) into the op table's "cuda" column,
+which the op layer fills for the first CUDA tensor (plast.ops.registry.register_cuda_kernels). Ops with no CUDA
+kernel yet get a stub that raises NotImplementedError naming the op.
 
 Importable without pycuda: pycuda is only touched when a kernel launches.
 """
@@ -18,7 +19,7 @@ import numpy as np
 from ..._core import codes
 from ...memory import cuda as memory
 from . import abi, graphs, loader
-from .abi import Params
+from .abi import Params, flagged_error
 
 SUF = {0: "u8", 1: "i32", 2: "i64", 3: "f32", 4: "f64"}
 NP_DTYPE = {0: np.bool_, 1: np.int32, 2: np.int64, 3: np.float32, 4: np.float64}
@@ -214,22 +215,6 @@ class checked:
         if err is not None:
             raise err
         return False
-
-
-def flagged_error(flag, fmt=None):
-    """The exception an error flag read back (code, value, bound, position) stands for, or None."""
-    code, value, bound, pos = (int(v) for v in flag)
-    if code == 0:
-        return None
-    err = fmt(code, value, bound, pos) if fmt else None
-    if err is None:
-        if code == 1:
-            err = IndexError(f"index {value} is out of bounds for size {bound}")
-        elif code == 2:
-            err = ZeroDivisionError("integer division by zero")
-        else:
-            err = ValueError(f"invalid value {value} (element {pos})")
-    return err
 
 
 def fill_zero(t):
@@ -941,30 +926,3 @@ POINTWISE.update({name: predicate for name in PREDICATE_CODES})
 
 # ops with no CUDA kernel yet, and why (each gets a stub that raises NotImplementedError); none left
 STUBS = {}
-
-
-def table():
-    """op name -> CUDA kernel for every op that has one (and stubs for the rest of the table)."""
-    from . import kernels_extra, kernels_nn, transfer
-
-    t = dict(POINTWISE)
-    t.update(kernels_nn.NN)
-    t.update(kernels_extra.EXTRA)
-    t["to_device"] = transfer.copy_to_cuda
-    for name, why in STUBS.items():
-        t.setdefault(name, not_implemented(name, why))
-    return t
-
-
-def register_cuda_kernels():
-    """Put the CUDA kernels into the op table's "cuda" column; ops missing here get a NotImplementedError stub.
-    Returns (implemented, stubbed) op-name lists. Idempotent."""
-    from ...ops.registry import OPS
-
-    t = table()
-    implemented, stubbed = [], []
-    for name, op in OPS.items():
-        k = t.get(name) or not_implemented(name)
-        op.kernels["cuda"] = k
-        (stubbed if getattr(k, "cuda_stub", False) else implemented).append(name)
-    return implemented, stubbed

@@ -24,8 +24,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..._core.cuda_driver import require
+from ..._core import cuda_driver
 from ..._core.errors import PlastError
+from ...memory import cuda as memory
 
 KERNEL_DIR = Path(__file__).resolve().parent / "cu"
 CODES_H = Path(__file__).resolve().parents[2] / "_core" / "codes.h"  # the codes C, CUDA and Python share
@@ -207,47 +208,7 @@ def _cached_build(name, arch, key, nvcc, options, output, use_cache, source_file
 # ---- context and modules -------------------------------------------------------------------------------------
 
 _lock = threading.Lock()
-_ctx = None  # (pycuda.driver module, context, arch string)
 _modules = {}
-
-
-def _require():
-    require("the CUDA backend")
-
-
-def context():
-    """(pycuda.driver, context, arch): device 0's primary context, made current on first use."""
-    global _ctx
-    if _ctx is None:
-        with _lock:
-            if _ctx is None:
-                _require()
-                import pycuda.driver as drv
-
-                dev = drv.Device(0)
-                ctx = dev.retain_primary_context()
-                ctx.push()
-                import atexit
-
-                atexit.register(_pop_context, ctx)
-                major, minor = dev.compute_capability()
-                _ctx = (drv, ctx, f"sm_{major}{minor}")
-    return _ctx
-
-
-def _pop_context(ctx):
-    try:
-        ctx.pop()
-    except Exception:
-        pass
-
-
-def driver():
-    return context()[0]
-
-
-def arch():
-    return context()[2]
 
 
 class Module:
@@ -290,7 +251,7 @@ def get_source_module(name, source, options=NVCC_OPTIONS):
 
 
 def _load(key, name, build):
-    drv, _, a = context()
+    drv, _, a = cuda_driver.context()
     with _lock:
         m = _modules.get(key)
         if m is None:
@@ -309,15 +270,14 @@ def function(module, name):
     return get_module(module).function(name)
 
 
-# The stream kernels launch on: None (the legacy default stream) except while graphs.py records a CUDA graph.
-_stream = None
-
-
 def launch(func, grid, block, params, shared=0, stream=None):
-    """Launch `func` with a packed parameter buffer (abi.Params), on `stream` or the current one."""
+    """Launch `func` with a packed parameter buffer (abi.Params), on `stream` or the current one (the capturing
+    stream while graphs.py records a graph, else the legacy default stream)."""
     grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
     block = tuple(int(b) for b in block) + (1,) * (3 - len(block))
-    func._launch_kernel(grid, block, params.bytes(), int(shared), stream if stream is not None else _stream)
+    func._launch_kernel(
+        grid, block, params.bytes(), int(shared), stream if stream is not None else memory.capture_stream
+    )
 
 
 def build_all(arch_=None):

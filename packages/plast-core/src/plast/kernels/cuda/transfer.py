@@ -11,6 +11,7 @@ import numpy as np
 
 from ...memory import cuda as memory
 from ..cpu.kernels import np_view
+from . import kernels
 
 # A strided view is read back as its whole byte span when the span is at most SPAN_FACTOR times its size or
 # at most SPAN_BYTES (a small copy costs about a launch), else gathered on the device first.
@@ -75,8 +76,6 @@ def to_host_array(t, out=None):
         out[...] = view
         return out
     # a sparse view of a large block (a column of a matrix): gather it on the device, then copy n elements
-    from . import kernels
-
     tmp = memory.transient_arena().new(n * isz)
     kernels.copy_raw(kernels.operand(t), tmp.address, _contiguous_strides(shape), t.dtype.code)
     return memory.to_host(tmp, shape, npdt, out=out)
@@ -92,8 +91,6 @@ def write_from_host(t, values):
     if _is_contiguous(t):
         memory.from_host(st, a, t._offset * t.dtype.itemsize)
         return
-    from . import kernels
-
     tmp = memory.transient_arena().new(a.nbytes)
     memory.from_host(tmp, a)
     src = kernels.Operand(tmp.address, a.shape, _contiguous_strides(a.shape), t.dtype.code, tmp)
@@ -115,8 +112,6 @@ def copy_values(dst, src):
             dst._storage.address + dst._offset * isz, src._storage.address + src._offset * isz, n * isz
         )
         return
-    from . import kernels
-
     kernels.copy_raw(kernels.operand(src), kernels.addr(dst), dst._strides, dst.dtype.code)
 
 
