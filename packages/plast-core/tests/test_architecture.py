@@ -44,14 +44,10 @@ LAYERS = [
 # Module-level imports that point up (rule 1), each with what is owed.
 UPWARD_MODULE_IMPORTS: dict[tuple[str, str], str] = {}
 
-# Late-binding setters (rule 3), per module: a compiled module handed its op rows (``_movement.bind(...)``),
-# the recorder handed the Tensor class (``bind(Tensor)``).
+# Late-binding setters (rule 3), per module: the recorder handed the Tensor class (``bind(Tensor)``). (The compiled
+# op modules register their own rows now, as ops/elementwise.pyx does.)
 LATE_BINDING_DEBT = {
     "plast._tensor": 1,  # bind(Tensor): the class graph/_graph.pyx's record makes tensors of
-    "plast.ops.linalg": 1,  # _linalg.bind({"matmul": ...})
-    "plast.ops.movement": 1,  # _movement.bind({...})
-    "plast.ops.nn": 1,  # _linalg.bind({"addmm": ...})
-    "plast.ops.reduce": 1,  # _reduce.bind({"sum": ...})
 }
 LATE_BINDING = re.compile(
     r"(?<![\w.])(?:\w+\.)?bind\(|\b_bind_(?:ops|kernels|fusion)\(|\bsetattr\(|\bglobals\(\)\.update\(|\binstall_tensor_methods\("

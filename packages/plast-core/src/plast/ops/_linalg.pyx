@@ -2,7 +2,8 @@
 # NOTE: Python indexing semantics here (negative indices, bounds checks): this is op-layer code, not a kernel.
 """matmul, addmm and linear, compiled: every Linear layer runs linear forward and two matmuls (with transposes)
 backward, each step. Their checks, promotion and shape rules read the tensors' C fields and end in a C call to
-``record``. ops/linalg.py and ops/nn.py register the op rows, bind them here and re-export these functions.
+``record``. The matmul and addmm rows of the op table are registered here, with their backward rules, and read at
+C level; ops/linalg.py and ops/nn.py re-export the functions and rows.
 """
 
 from plast._core._structs cimport TensorBase
@@ -14,22 +15,48 @@ from .._core import dtypes as _dtypes
 from . import autocast as _autocast
 from .._core.errors import DeviceMismatchError, ShapeError
 from .elementwise import add as _add
+from .elementwise import mul as _mul
 from ._movement import cast as _cast
 from ._movement import reshape as _reshape
 from ._movement import transpose as _transpose
 from .._core._shapes import broadcast_shapes
+from ..kernels.cpu import kernels as cpu
+from ..kernels.cpu import kernels_nn as cpu_nn
+from .registry import register
 
-cdef object MATMUL = None, ADDMM = None
 cdef dict _AC = _autocast_state.__dict__  # autocast: matmul, addmm and linear are on its LOWER list
 
 
-def bind(ops):
-    """Take the op rows (ops/linalg.py and ops/nn.py register them)."""
-    global MATMUL, ADDMM
-    if "matmul" in ops:
-        MATMUL = ops["matmul"]
-    if "addmm" in ops:
-        ADDMM = ops["addmm"]
+# ---- backward rules: one gradient per input ----
+
+
+def _matmul_bw(node, g):
+    a, b = node.inputs
+    ga = matmul(g, _transpose(b, -1, -2)) if a.requires_grad else None
+    if not b.requires_grad:
+        return ga, None
+    if a.ndim == 2 and b.ndim == 2:
+        return ga, weight_grad(a, g, b)
+    return ga, matmul(_transpose(a, -1, -2), g)
+
+
+def _addmm_bw(node, g):
+    bias, a, b = node.inputs
+    beta, alpha = node.args
+    gbias = (g if beta == 1 else _mul(g, float(beta))) if bias.requires_grad else None
+    ga = matmul(g, _transpose(b, 0, 1)) if a.requires_grad else None  # not for a layer's input data
+    gb = weight_grad(a, g, b) if b.requires_grad else None
+    if alpha != 1:
+        ga = _mul(ga, float(alpha)) if ga is not None else None
+        gb = _mul(gb, float(alpha)) if gb is not None else None
+    return gbias, ga, gb
+
+
+# ---- the rows (16-bit: csrc/gemm16.c), read at C level; Python names for ops/linalg.py and ops/nn.py ----
+
+cdef object _MATMUL = register("matmul", cpu=cpu.matmul_nd, backward=_matmul_bw, half=True)
+cdef object _ADDMM = register("addmm", cpu=cpu_nn.addmm, backward=_addmm_bw, half=True)
+MATMUL, ADDMM = _MATMUL, _ADDMM
 
 
 cdef inline object _promote(object a, object b):
@@ -128,7 +155,7 @@ def matmul(a, b):
     else:
         batch = broadcast_shapes(sa[:-2], sb[:-2], op="matmul")
     shape = batch + (sa[-2], sb[-1])
-    out = record(MATMUL, (ta, tb), (), [(shape, dt)], ta.device)[0]
+    out = record(_MATMUL, (ta, tb), (), [(shape, dt)], ta.device)[0]
     if squeeze_a and squeeze_b:
         return _reshape(out, batch)
     if squeeze_a:
@@ -174,7 +201,7 @@ cdef object _addmm(TensorBase ti, TensorBase t1, TensorBase t2, beta, alpha):
     dt = t1.dtype
     if ti.dtype is not dt or t2.dtype is not dt:
         dt = _promote(_promote(ti.dtype, t1.dtype), t2.dtype)
-    return record(ADDMM, (_as(ti, dt), _as(t1, dt), _as(t2, dt)), (beta, alpha), [(shape, dt)], t1.device)[0]
+    return record(_ADDMM, (_as(ti, dt), _as(t1, dt), _as(t2, dt)), (beta, alpha), [(shape, dt)], t1.device)[0]
 
 
 def linear(input, weight, bias=None):

@@ -2,8 +2,9 @@
 # NOTE: Python indexing semantics here (negative indices, bounds checks): this is op-layer code, not a kernel.
 """cast, contiguous, view, reshape, expand, permute and transpose, compiled: a Linear layer's forward and
 backward alone call transpose and cast several times per step, so these shape rules run on the tensors' C fields
-and end in a C call to ``record``. ops/movement.py registers the op rows, binds them here and re-exports these
-functions with the backward rules and the rest of the module.
+and end in a C call to ``record``. Their rows of the op table (copy, view, expand, permute) are registered here,
+with their backward rules, and read at C level; ops/movement.py re-exports the functions and rows with the rest of
+the module.
 """
 
 from plast._core._structs cimport TensorBase, nbytes, new_lazy
@@ -16,15 +17,44 @@ from ..memory import arenas as _arenas
 from ..kernels.host import copy_values
 from .._core.errors import ShapeError
 from .._core._shapes import contiguous_strides, norm_dim
+from ..kernels.cpu import kernels as cpu
+from .registry import register
 
-cdef object COPY = None, VIEW = None, EXPAND = None, PERMUTE = None
 cdef object _dtype_type = _dtypes.dtype
 
 
-def bind(ops):
-    """Take the op rows (ops/movement.py registers them)."""
-    global COPY, VIEW, EXPAND, PERMUTE
-    COPY, VIEW, EXPAND, PERMUTE = ops["copy"], ops["view"], ops["expand"], ops["permute"]
+# ---- backward rules: one gradient per input ----
+
+
+def _copy_bw(node, g):
+    return (g,)
+
+
+def _view_bw(node, g):
+    return (reshape(g, node.inputs[0].shape),)
+
+
+def _expand_bw(node, g):
+    # the engine sums a gradient back to its input's shape (DESIGN §2.6: sum_to_shape, autograd/_backward.pyx's
+    # deliver), and an expanded input's gradient is exactly that sum
+    return (g,)
+
+
+def _permute_bw(node, g):
+    perm = node.args[0]
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return (permute(g, tuple(inv)),)
+
+
+# ---- the rows (Python names below, for ops/movement.py and ops/shape.py) ----
+
+cdef object _COPY = register("copy", cpu=cpu.copy, backward=_copy_bw, saves_inputs=False, half=True)
+cdef object _VIEW = register("view", cpu=cpu.view, backward=_view_bw, view=True, saves_inputs=False)
+cdef object _EXPAND = register("expand", cpu=cpu.view, backward=_expand_bw, view=True, saves_inputs=False)
+cdef object _PERMUTE = register("permute", cpu=cpu.view, backward=_permute_bw, view=True, saves_inputs=False)
+COPY, VIEW, EXPAND, PERMUTE = _COPY, _VIEW, _EXPAND, _PERMUTE
 
 
 cdef inline Py_ssize_t _numel(object shape) except -1:
@@ -56,7 +86,7 @@ def contiguous(x):
     cdef TensorBase t = <TensorBase?>x
     if t.is_contiguous():
         return x
-    return record(COPY, (t,), (), [(t._shape, t.dtype)], t.device)[0]
+    return record(_COPY, (t,), (), [(t._shape, t.dtype)], t.device)[0]
 
 
 cdef tuple _shape_arg(tuple shape):
@@ -131,7 +161,7 @@ def view(x, *shape):
             f"view: shape {shp} is not compatible with the input's size {t._shape} and strides {t._strides}; "
             "use .reshape(...) (which copies when it must)"
         )
-    return record(VIEW, (t,), (shp, strides, 0), [(shp, t.dtype)], t.device)[0]
+    return record(_VIEW, (t,), (shp, strides, 0), [(shp, t.dtype)], t.device)[0]
 
 
 def reshape(x, *shape):
@@ -144,7 +174,7 @@ def reshape(x, *shape):
     if strides is None:
         t = <TensorBase>contiguous(t)
         strides = contiguous_strides(shp)
-    return record(VIEW, (t,), (shp, strides, 0), [(shp, t.dtype)], t.device)[0]
+    return record(_VIEW, (t,), (shp, strides, 0), [(shp, t.dtype)], t.device)[0]
 
 
 def expand(x, *shape):
@@ -178,7 +208,7 @@ def expand(x, *shape):
     out = tuple(out_shape)
     if out == xs:
         return x
-    return record(EXPAND, (t,), (out, tuple(strides), 0), [(out, t.dtype)], t.device)[0]
+    return record(_EXPAND, (t,), (out, tuple(strides), 0), [(out, t.dtype)], t.device)[0]
 
 
 cdef tuple _SWAP2 = (1, 0)
@@ -189,7 +219,7 @@ cdef object _permute(TensorBase t, tuple perm):
     xs, xst = t._shape, t._strides
     cdef Py_ssize_t nd = len(perm), i, p
     if nd == 2 and perm == _SWAP2:  # a matrix transpose: the most common view of all (Linear layers)
-        return record(PERMUTE, (t,), (_SWAP2, (xst[1], xst[0]), 0), [((xs[1], xs[0]), t.dtype)], t.device)[0]
+        return record(_PERMUTE, (t,), (_SWAP2, (xst[1], xst[0]), 0), [((xs[1], xs[0]), t.dtype)], t.device)[0]
     cdef list shape = [0] * nd, strides = [0] * nd
     cdef bint ident = True
     for i in range(nd):
@@ -200,7 +230,7 @@ cdef object _permute(TensorBase t, tuple perm):
             ident = False
     if ident:
         return t
-    return record(PERMUTE, (t,), (perm, tuple(strides), 0), [(tuple(shape), t.dtype)], t.device)[0]
+    return record(_PERMUTE, (t,), (perm, tuple(strides), 0), [(tuple(shape), t.dtype)], t.device)[0]
 
 
 def permute(x, *dims):

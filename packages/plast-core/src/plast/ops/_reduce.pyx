@@ -1,8 +1,8 @@
 # cython: boundscheck=True, wraparound=True, binding=True
 # NOTE: Python indexing semantics here (negative indices, bounds checks): this is op-layer code, not a kernel.
 """sum, mean and sum_to_shape, compiled: losses end in a mean, and the autograd engine sums every broadcast
-gradient back to its input's shape with sum_to_shape. ops/reduce.py registers the op row, binds it here and
-re-exports these functions.
+gradient back to its input's shape with sum_to_shape. The sum row of the op table is registered here, with its
+backward rule, and read at C level; ops/reduce.py re-exports the functions and the row.
 """
 
 from plast._core._structs cimport TensorBase
@@ -12,18 +12,14 @@ from .._core import dtypes as _dtypes
 from .._core.errors import DTypeError
 from .elementwise import div as _div
 from ._movement import cast as _cast
+from ._movement import expand as _expand
 from ._movement import reshape as _reshape
 from .._core._shapes import norm_dim
+from ..kernels.cpu import kernels as cpu
+from .registry import register
 
-cdef object SUM = None
 cdef object _int64 = _dtypes.int64
 cdef tuple _ALL_DIMS = tuple(tuple(range(n)) for n in range(8))  # (0, ..., n - 1), made once
-
-
-def bind(ops):
-    """Take the op row (ops/reduce.py registers it)."""
-    global SUM
-    SUM = ops["sum"]
 
 
 cpdef tuple reduced_dims(object x, object dim, str op, bint empty_is_all=True):
@@ -52,6 +48,18 @@ cpdef tuple reduced_shape(object shape, tuple dims, bint keepdim):
     return tuple(out)
 
 
+def _sum_bw(node, g):
+    x = node.inputs[0]
+    dims, keepdim = node.args
+    if not keepdim:
+        g = _reshape(g, reduced_shape(x.shape, dims, True))
+    return (_expand(g, x.shape),)
+
+
+cdef object _SUM = register("sum", cpu=cpu.sum_, backward=_sum_bw)
+SUM = _SUM  # the row, for ops/reduce.py
+
+
 def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     """Sum over `dim` (all dims when None). Integer and bool inputs sum in int64, like torch.
 
@@ -71,7 +79,7 @@ cdef object _sum(TensorBase t, tuple dims, bint keepdim, object dtype):
     if t.dtype is not out_dtype:
         t = <TensorBase>_cast(t, out_dtype)
     shape = reduced_shape(t._shape, dims, keepdim)
-    return record(SUM, (t,), (dims, keepdim), [(shape, out_dtype)], t.device)[0]
+    return record(_SUM, (t,), (dims, keepdim), [(shape, out_dtype)], t.device)[0]
 
 
 def mean(x, dim=None, keepdim=False, *, dtype=None):

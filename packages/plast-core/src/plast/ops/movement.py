@@ -7,15 +7,13 @@ from .._core.errors import ShapeError
 from .._core.hints import TensorBase
 from ..graph import _graph
 from ..graph._graph import record
-from ..kernels.cpu import kernels as cpu
 from . import _movement
-from ._reduce import sum_to_shape  # the compiled reduce half: reduce.py imports this module
-from .registry import adopt, register
+from ._movement import COPY, EXPAND, PERMUTE, VIEW  # noqa: F401 (the rows, registered with the functions)
+from .registry import adopt
 
 # cast: built by the recorder, which inserts it around rows that compute 16-bit tensors in float32
-# (graph/_graph.pyx: its kernel, the copy below, and its backward, the cast back)
+# (graph/_graph.pyx: its kernel, the copy, and its backward, the cast back)
 CAST = adopt(_graph.CAST)
-COPY = register("copy", cpu=cpu.copy, backward=lambda node, g: (g,), saves_inputs=False, half=True)
 
 
 def clone(x: TensorBase) -> TensorBase:
@@ -27,33 +25,6 @@ def clone(x: TensorBase) -> TensorBase:
     return _movement.persistent_copy(x)
 
 
-def _view_bw(node, g):
-    x = node.inputs[0]
-    return (reshape(g, x.shape),)
-
-
-VIEW = register("view", cpu=cpu.view, backward=_view_bw, view=True, saves_inputs=False)
-
-
-def _expand_bw(node, g):
-    return (sum_to_shape(g, node.inputs[0].shape),)
-
-
-EXPAND = register("expand", cpu=cpu.view, backward=_expand_bw, view=True, saves_inputs=False)
-
-
-def _permute_bw(node, g):
-    perm = node.args[0]
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return (permute(g, tuple(inv)),)
-
-
-PERMUTE = register("permute", cpu=cpu.view, backward=_permute_bw, view=True, saves_inputs=False)
-
-
-_movement.bind({"copy": COPY, "view": VIEW, "expand": EXPAND, "permute": PERMUTE})
 # The op-layer functions are compiled (ops/_movement.pyx): a training step calls them dozens of times.
 cast, contiguous, view, reshape = _movement.cast, _movement.contiguous, _movement.view, _movement.reshape
 expand, permute, transpose = _movement.expand, _movement.permute, _movement.transpose

@@ -29,7 +29,6 @@ from .elementwise import add, div, mul, neg, sub
 from .factory import scalar_tensor
 from .indexing import getitem, index_put_, index_select
 from .inplace import mul_
-from .linalg import matmul
 from .pointwise import clamp_min, gt, where
 from .random import Generator
 from .registry import register
@@ -632,23 +631,8 @@ def binary_cross_entropy_with_logits(
 # ---- addmm and linear ----
 
 
-def _addmm_bw(node, g):
-    bias, a, b = node.inputs
-    beta, alpha = node.args
-    gbias = (g if beta == 1 else mul(g, float(beta))) if bias.requires_grad else None
-    ga = matmul(g, movement.transpose(b, 0, 1)) if a.requires_grad else None  # not for a layer's input data
-    gb = _linalg.weight_grad(a, g, b) if b.requires_grad else None
-    if alpha != 1:
-        ga = mul(ga, float(alpha)) if ga is not None else None
-        gb = mul(gb, float(alpha)) if gb is not None else None
-    return gbias, ga, gb
-
-
-ADDMM = register("addmm", cpu=K.addmm, backward=_addmm_bw, half=True)  # 16-bit: csrc/gemm16.c
-
-
-_linalg.bind({"addmm": ADDMM})
-# compiled (ops/_linalg.pyx): every Linear layer calls them each step
+# compiled (ops/_linalg.pyx, with the addmm row and its backward rule): every Linear layer calls them each step
+ADDMM = _linalg.ADDMM
 addmm, linear = _linalg.addmm, _linalg.linear
 
 

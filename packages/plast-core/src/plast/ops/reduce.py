@@ -21,7 +21,6 @@ from .._core.hints import Dims, DTypeLike
 from .._core.shapes import norm_dim, numel
 from ..graph._graph import record
 from ..graph.tape import tracing
-from ..kernels.cpu import kernels as cpu
 from ..kernels.cpu import kernels_reduce as rk
 from . import _reduce, movement, unary
 from . import autocast as _autocast
@@ -78,17 +77,9 @@ def _need_nonempty(x, dims, op):
 # ---------------------------------------------------------------- sum, mean
 
 
-def _sum_bw(node, g):
-    x = node.inputs[0]
-    dims, keepdim = node.args
-    if not keepdim:
-        g = movement.reshape(g, _reduced_shape(x.shape, dims, True))
-    return (movement.expand(g, x.shape),)
-
-
-SUM = register("sum", cpu=cpu.sum_, backward=_sum_bw)
-_reduce.bind({"sum": SUM})
-# compiled (ops/_reduce.pyx): losses end in a mean, and autograd sums broadcast gradients with sum_to_shape
+# compiled (ops/_reduce.pyx, with the sum row): losses end in a mean, and autograd sums broadcast gradients with
+# sum_to_shape
+SUM = _reduce.SUM
 sum, mean, sum_to_shape = _reduce.sum, _reduce.mean, _reduce.sum_to_shape  # noqa: A001
 
 
