@@ -1,9 +1,10 @@
 """The integer codes Python hands to C and CUDA kernels (the GEMM epilogue's activations, the losses' reductions,
 the binary, unary, comparison, predicate and reduce op codes, scatter_reduce's modes, the softmax modes, the loss
-target kinds, the optimizer kinds and flags) are numbered once, each family one enum in plast/_core/codes.h, and
+target kinds, the optimizer kinds and flags) and reads back from them (the CUDA error flag) are numbered once, each family one enum in plast/_core/codes.h, and
 every side reads them from there: C and CUDA include the header, Cython cimports codes.pxd, Python reads the dicts
 of plast._core.codes. Here: the dicts are the header's numbers, and no other file numbers a code of a family."""
 
+import os
 import re
 from pathlib import Path
 
@@ -102,6 +103,19 @@ FAMILIES = {
         {n: f"PLAST_LOSS_{n.upper()}" for n in ("index", "prob", "nll")},
     ),
     "plast_optim": (codes.OPTIM_CODES, {n: f"PLAST_OPT_{n.upper()}" for n in ("sgd", "adam", "rmsprop")}),
+    "plast_error": (
+        codes.ERROR_CODES,
+        {
+            "ok": "PLAST_OK",
+            "index": "PLAST_ERR_INDEX",
+            "zero_div": "PLAST_ERR_ZERO_DIV",
+            "value": "PLAST_ERR_VALUE",
+        },
+    ),
+    "plast_multinomial_error": (
+        codes.MULTINOMIAL_ERROR_CODES,
+        {"bad_weight": "PLAST_MN_BAD_WEIGHT", "no_positive": "PLAST_MN_NO_POSITIVE"},
+    ),
 }
 # families that are not op codes Python names, read by Cython only (codes.pxd)
 OTHER_ENUMS = ("plast_optim_dtype", "plast_optim_flag")
@@ -168,11 +182,11 @@ def _sources():
 
 
 def _suffixes(family):
-    prefix = {"plast_reduction": "PLAST_RED_"}.get(family)
-    out = set()
-    for k in ENUMS[family]:
-        out.add(k[len(prefix) :] if prefix else k.split("_", 2)[2])
-    return out
+    """The family's names without their common prefix (PLAST_BIN_ADD -> ADD, PLAST_ERR_INDEX -> ERR_INDEX)."""
+    names = list(ENUMS[family])
+    prefix = os.path.commonprefix(names)
+    prefix = prefix[: prefix.rindex("_") + 1]
+    return {k[len(prefix) :] for k in names}
 
 
 def _numberings(path, text):

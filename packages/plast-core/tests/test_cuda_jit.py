@@ -740,7 +740,7 @@ def test_devstate_philox_launches_match_the_kernels(tmp_path):
     cu = loader.KERNEL_DIR / "random.cu"
     ptx = tmp_path / "random.ptx"
     res = subprocess.run(
-        [nvcc, "--ptx", "-arch=compute_80", "-std=c++17", "-I", str(cu.parent), "-o", str(ptx), str(cu)],
+        [nvcc, "--ptx", "-arch=compute_80", "-std=c++17", *loader.include_flags(), "-o", str(ptx), str(cu)],
         capture_output=True,
         text=True,
     )

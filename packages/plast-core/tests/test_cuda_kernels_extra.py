@@ -163,6 +163,7 @@ MULTINOMIAL_SHIM = r"""
 #include <stdlib.h>
 #include <algorithm>
 #include <vector>
+#include "codes.h"  // PLAST_MN_*: what a bad row reports
 #include "multinomial.cuh"
 
 template <typename W> static int run(long rows, long cats, long ns, int repl) {

@@ -1,5 +1,5 @@
 /* plast's shared codes: the one numbering of every integer code that Python hands to a C or CUDA kernel (op
- * codes, modes, kinds, flags), one named enum per family. The CPU kernels (kernels/cpu/csrc), the CUDA kernels (kernels/cuda/cu, compiled with -I on this folder) and
+ * codes, modes, kinds, flags) or reads back from one (the CUDA error flag), one named enum per family. The CPU kernels (kernels/cpu/csrc), the CUDA kernels (kernels/cuda/cu, compiled with -I on this folder) and
  * Python (plast._core.codes, through Cython) all read these names; no other file may number them
  * (tests/test_codes.py). Plain C: it is included from C11, CUDA C++ and Cython. */
 #ifndef PLAST_CODES_H
@@ -151,6 +151,21 @@ enum plast_optim_flag {
     PLAST_OPT_AMSGRAD = 8,    /* Adam */
     PLAST_OPT_DECOUPLED = 16, /* Adam: AdamW's decay */
     PLAST_OPT_CENTERED = 32,  /* RMSprop */
+};
+
+/* what a CUDA kernel's error flag reports (cu/common.cuh's plast_set_error: code, value, bound, position); the
+ * launcher reads it back and raises the matching Python error (kernels/cuda/abi.py's flagged_error) */
+enum plast_error {
+    PLAST_OK = 0,
+    PLAST_ERR_INDEX = 1,    /* an index (id, class target, gather index) out of range */
+    PLAST_ERR_ZERO_DIV = 2, /* integer division by zero */
+    PLAST_ERR_VALUE = 3,    /* a value outside its domain (bce input outside [0, 1], bad multinomial weights) */
+};
+
+/* multinomial's PLAST_ERR_VALUE: the flag's value says which check failed (cu/multinomial.cu) */
+enum plast_multinomial_error {
+    PLAST_MN_BAD_WEIGHT = 1,  /* a weight that is inf, NaN or < 0 */
+    PLAST_MN_NO_POSITIVE = 2, /* a row with no positive weight */
 };
 
 #endif

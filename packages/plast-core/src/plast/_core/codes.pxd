@@ -103,6 +103,14 @@ cdef extern from "codes.h":
     enum plast_optim_dtype:
         PLAST_OPT_F32
         PLAST_OPT_F64
+    enum plast_error:
+        PLAST_OK
+        PLAST_ERR_INDEX
+        PLAST_ERR_ZERO_DIV
+        PLAST_ERR_VALUE
+    enum plast_multinomial_error:
+        PLAST_MN_BAD_WEIGHT
+        PLAST_MN_NO_POSITIVE
     enum plast_optim_flag:
         PLAST_OPT_MAXIMIZE
         PLAST_OPT_NESTEROV

@@ -112,3 +112,6 @@ SOFTMAX_MODES = {
 # a cross-entropy style loss by what its target holds
 LOSS_KIND_CODES = {"index": PLAST_LOSS_INDEX, "prob": PLAST_LOSS_PROB, "nll": PLAST_LOSS_NLL}
 OPTIM_CODES = {"sgd": PLAST_OPT_SGD, "adam": PLAST_OPT_ADAM, "rmsprop": PLAST_OPT_RMSPROP}
+# what a CUDA kernel's error flag reports (kernels/cuda/abi.py's flagged_error), and multinomial's detail
+ERROR_CODES = {"ok": PLAST_OK, "index": PLAST_ERR_INDEX, "zero_div": PLAST_ERR_ZERO_DIV, "value": PLAST_ERR_VALUE}
+MULTINOMIAL_ERROR_CODES = {"bad_weight": PLAST_MN_BAD_WEIGHT, "no_positive": PLAST_MN_NO_POSITIVE}

@@ -4,10 +4,12 @@
 Kernel parameters are laid out like the members of a C struct: each at its natural alignment, structs aligned
 to their largest member. These layouts mirror the C++ definitions in kernels/*.cu(h); a CPU test compiles those
 headers' structs with nvcc's host compiler and compares sizes and offsets (tests/test_cuda_compile.py).
-Pure Python: importable and testable without pycuda.
+Pure Python (and plast._core.codes): importable and testable without pycuda.
 """
 
 import struct
+
+from ..._core.codes import ERROR_CODES
 
 MAX_DIMS = 8  # PLAST_MAX_DIMS in common.cuh
 MAX_INDICES = 4  # PLAST_MAX_INDICES in index.cu
@@ -203,13 +205,13 @@ def flagged_error(flag, fmt=None):
     """The exception an error flag read back (code, value, bound, position; common.cuh's plast_set_error) stands
     for, or None. `fmt(code, value, bound, pos)` may supply it (None: the default message)."""
     code, value, bound, pos = (int(v) for v in flag)
-    if code == 0:
+    if code == ERROR_CODES["ok"]:
         return None
     err = fmt(code, value, bound, pos) if fmt else None
     if err is None:
-        if code == 1:
+        if code == ERROR_CODES["index"]:
             err = IndexError(f"index {value} is out of bounds for size {bound}")
-        elif code == 2:
+        elif code == ERROR_CODES["zero_div"]:
             err = ZeroDivisionError("integer division by zero")
         else:
             err = ValueError(f"invalid value {value} (element {pos})")

@@ -533,7 +533,7 @@ def _indices(shape, base_strides, per_idx, wrap, extra_strides=()):
 
 
 def _index_error(code, value, bound, pos):
-    if code == 1:
+    if code == codes.ERROR_CODES["index"]:
         return IndexError(f"index {value} is out of bounds for a dimension with size {bound}")
     return None
 

@@ -8,7 +8,7 @@ Importable without pycuda.
 
 import numpy as np
 
-from ..._core.codes import SCATTER_REDUCE_CODES
+from ..._core.codes import ERROR_CODES, MULTINOMIAL_ERROR_CODES, SCATTER_REDUCE_CODES
 from ...memory import cuda as memory
 from ..cpu.kernels import np_view
 from .abi import Params
@@ -68,7 +68,7 @@ def scatter_reduce(node, inputs, outputs):
     keys = scratch(n * 8)
 
     def bad_index(code_, value, bound, pos):
-        if code_ == 1:
+        if code_ == ERROR_CODES["index"]:
             return IndexError(f"index {value} is out of bounds for dimension {d} with size {bound}")
         return None
 
@@ -130,13 +130,17 @@ def prod_excl(node, inputs, outputs):
 
 # the CPU kernel's messages (kernels/cpu/kernels_reduce.py check_weights), by the value a kernel flags
 MULTINOMIAL_ERRORS = {
-    1: "multinomial: probability tensor contains either `inf`, `nan` or element < 0",
-    2: "multinomial: invalid distribution (sum of probabilities <= 0): every row needs a positive weight",
+    MULTINOMIAL_ERROR_CODES[
+        "bad_weight"
+    ]: "multinomial: probability tensor contains either `inf`, `nan` or element < 0",
+    MULTINOMIAL_ERROR_CODES["no_positive"]: (
+        "multinomial: invalid distribution (sum of probabilities <= 0): every row needs a positive weight"
+    ),
 }
 
 
 def _multinomial_error(code, value, bound, pos):
-    if code == 3 and value in MULTINOMIAL_ERRORS:
+    if code == ERROR_CODES["value"] and value in MULTINOMIAL_ERRORS:
         return RuntimeError(MULTINOMIAL_ERRORS[value])
     return None
 
@@ -166,7 +170,7 @@ def multinomial(node, inputs, outputs):
     if out.numel() == 0:
         return
     if cats == 0:
-        raise RuntimeError(MULTINOMIAL_ERRORS[2])
+        raise RuntimeError(MULTINOMIAL_ERRORS[MULTINOMIAL_ERROR_CODES["no_positive"]])
     w = operand(w_t)
     if w.code not in (3, 4):
         w = as_code(w, 4)
@@ -254,7 +258,7 @@ def svd(node, inputs, outputs):
     base = {"u": addr(u), "vh": addr(vh)}
 
     def not_converged(code_, value, bound, pos):
-        if code_ != 3:
+        if code_ != ERROR_CODES["value"]:
             return None
         return RuntimeError(
             f"svd of a {(m, n)} matrix did not converge (batch entry {pos}, {SVD_MAX_SWEEPS} Jacobi sweeps)"

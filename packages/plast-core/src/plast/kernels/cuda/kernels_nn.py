@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..._core.codes import ACT_CODES, LOSS_KIND_CODES, REDUCTION_CODES
+from ..._core.codes import ACT_CODES, ERROR_CODES, LOSS_KIND_CODES, REDUCTION_CODES
 from ..._core.cuda_driver import matmul as flags
 from ...memory import cuda as memory
 from . import abi, graphs
@@ -221,7 +221,7 @@ def _loss_setup(x, target, w, kind, code):
 
 def _target_error(op, k, ignore_index):
     def fmt(code, value, bound, pos):
-        if code == 1:
+        if code == ERROR_CODES["index"]:
             return IndexError(
                 f"{op}: target {value} is out of bounds for {k} classes (expected 0 <= target < {k}, "
                 f"or ignore_index={ignore_index})"
@@ -424,7 +424,7 @@ def _bce_reduce(outputs, reduction, n, code, write):
 
 
 def _bce_range_error(code, value, bound, pos):
-    if code == 3:
+    if code == ERROR_CODES["value"]:
         v = float(np.array([value], dtype=np.int64).view(np.float64)[0])
         return ValueError(
             f"binary_cross_entropy: all elements of input should be between 0 and 1, got {v!r} (element {pos}); "
@@ -491,7 +491,7 @@ def binary_cross_entropy_backward(node, inputs, outputs):
 
 def _id_error(op, n, what="id"):
     def fmt(code, value, bound, pos):
-        if code == 1:
+        if code == ERROR_CODES["index"]:
             return IndexError(
                 f"{op}: {what} {value} is out of range for {n} rows (expected 0 <= {what} < {n})"
             )

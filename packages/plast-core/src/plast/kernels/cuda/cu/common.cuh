@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "abi.cuh"
+#include "codes.h"
 
 
 __device__ __forceinline__ int64_t layout_offset(const Layout &L, int64_t i) {
@@ -27,13 +28,7 @@ __device__ __forceinline__ int64_t layout_offset(const Layout &L, int64_t i) {
 // ---- error flag ---------------------------------------------------------------------------------------------
 // err points at 4 int64 in device memory: [code, value, bound, position]. The first failing thread wins; the
 // launcher zeroes the flag before a checked kernel, reads it back after, and raises the matching Python error.
-enum PlastError : int64_t {
-    PLAST_OK = 0,
-    PLAST_ERR_INDEX = 1,        // an index (id, class target, gather index) out of range
-    PLAST_ERR_ZERO_DIV = 2,     // integer division by zero
-    PLAST_ERR_VALUE = 3,        // a value outside its domain (bce input outside [0, 1], bad multinomial weights)
-};
-
+// The codes are PLAST_ERR_* (plast/_core/codes.h).
 __device__ __forceinline__ void plast_set_error(int64_t *err, int64_t code, int64_t value, int64_t bound,
                                                 int64_t pos) {
     if (err == nullptr) return;

@@ -21,8 +21,7 @@
 #define PLAST_MN_HD static inline
 #endif
 
-// what a bad row reports through the error flag's value (kernels.py turns it into the CPU's message)
-enum { PLAST_MN_BAD_WEIGHT = 1, PLAST_MN_NO_POSITIVE = 2 };
+// (what a bad row reports through the error flag's value, PLAST_MN_*, is numbered in plast/_core/codes.h)
 
 PLAST_MN_HD bool plast_mn_weight_ok(double w) { return w >= 0.0 && w <= DBL_MAX; }  // finite, >= 0, not NaN
 
