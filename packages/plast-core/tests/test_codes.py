@@ -103,6 +103,14 @@ FAMILIES = {
         {n: f"PLAST_LOSS_{n.upper()}" for n in ("index", "prob", "nll")},
     ),
     "plast_optim": (codes.OPTIM_CODES, {n: f"PLAST_OPT_{n.upper()}" for n in ("sgd", "adam", "rmsprop")}),
+    "plast_loss_bwd_mode": (
+        codes.LOSS_BWD_MODES,
+        {"grad": "PLAST_LOSS_BWD_GRAD", "coeffs": "PLAST_LOSS_BWD_COEFFS"},
+    ),
+    "plast_conv_mode": (
+        codes.CONV_MODES,
+        {n: f"PLAST_CONV_{n.upper()}" for n in ("forward", "grad_input", "grad_weight")},
+    ),
     "plast_error": (
         codes.ERROR_CODES,
         {
@@ -269,6 +277,7 @@ CUDA_SWITCHES = {
     "reduce.cu": "PLAST_RD_",
     "scatter_reduce.cuh": "PLAST_SR_",
     "loss.cu": "PLAST_LOSS_",
+    "conv.cu": "PLAST_CONV_",
 }
 
 

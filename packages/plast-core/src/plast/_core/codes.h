@@ -133,6 +133,20 @@ enum plast_loss_kind {
     PLAST_LOSS_NLL = 2,
 };
 
+/* what the CUDA loss backward kernel writes (cu/loss.cu's loss_bwd): the gradient of the input, or the dense
+ * coefficients C themselves (loss_coeffs) */
+enum plast_loss_bwd_mode {
+    PLAST_LOSS_BWD_GRAD = 0,
+    PLAST_LOSS_BWD_COEFFS = 1,
+};
+
+/* which GEMM the CUDA implicit-GEMM convolution runs (cu/conv.cu) */
+enum plast_conv_mode {
+    PLAST_CONV_FORWARD = 0,
+    PLAST_CONV_GRAD_INPUT = 1,
+    PLAST_CONV_GRAD_WEIGHT = 2,
+};
+
 /* the fused optimizer updates (CPU, csrc/optim.h): the update rule, the tensors' dtype, and one call's
  * structural flags (bits) */
 enum plast_optim {

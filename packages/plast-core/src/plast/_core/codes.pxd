@@ -96,6 +96,13 @@ cdef extern from "codes.h":
         PLAST_LOSS_INDEX
         PLAST_LOSS_PROB
         PLAST_LOSS_NLL
+    enum plast_loss_bwd_mode:
+        PLAST_LOSS_BWD_GRAD
+        PLAST_LOSS_BWD_COEFFS
+    enum plast_conv_mode:
+        PLAST_CONV_FORWARD
+        PLAST_CONV_GRAD_INPUT
+        PLAST_CONV_GRAD_WEIGHT
     enum plast_optim:
         PLAST_OPT_SGD
         PLAST_OPT_ADAM

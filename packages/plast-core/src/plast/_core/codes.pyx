@@ -111,6 +111,13 @@ SOFTMAX_MODES = {
 }
 # a cross-entropy style loss by what its target holds
 LOSS_KIND_CODES = {"index": PLAST_LOSS_INDEX, "prob": PLAST_LOSS_PROB, "nll": PLAST_LOSS_NLL}
+# what the CUDA loss backward kernel writes, and which GEMM the CUDA convolution runs
+LOSS_BWD_MODES = {"grad": PLAST_LOSS_BWD_GRAD, "coeffs": PLAST_LOSS_BWD_COEFFS}
+CONV_MODES = {
+    "forward": PLAST_CONV_FORWARD,
+    "grad_input": PLAST_CONV_GRAD_INPUT,
+    "grad_weight": PLAST_CONV_GRAD_WEIGHT,
+}
 OPTIM_CODES = {"sgd": PLAST_OPT_SGD, "adam": PLAST_OPT_ADAM, "rmsprop": PLAST_OPT_RMSPROP}
 # what a CUDA kernel's error flag reports (kernels/cuda/abi.py's flagged_error), and multinomial's detail
 ERROR_CODES = {"ok": PLAST_OK, "index": PLAST_ERR_INDEX, "zero_div": PLAST_ERR_ZERO_DIV, "value": PLAST_ERR_VALUE}

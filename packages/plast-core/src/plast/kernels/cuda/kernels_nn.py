@@ -9,7 +9,14 @@ import math
 
 import numpy as np
 
-from ..._core.codes import ACT_CODES, ERROR_CODES, LOSS_KIND_CODES, REDUCTION_CODES
+from ..._core.codes import (
+    ACT_CODES,
+    CONV_MODES,
+    ERROR_CODES,
+    LOSS_BWD_MODES,
+    LOSS_KIND_CODES,
+    REDUCTION_CODES,
+)
 from ..._core.cuda_driver import matmul as flags
 from ...memory import cuda as memory
 from . import abi, graphs
@@ -370,7 +377,7 @@ def cross_entropy_backward(node, inputs, outputs):
     w = operand(inputs[3]) if len(inputs) > 3 else None
     _loss_backward(
         "cross_entropy",
-        0,
+        LOSS_BWD_MODES["grad"],
         _kind_code(kind),
         operand(inputs[0]),
         operand(inputs[1]),
@@ -392,8 +399,9 @@ def loss_coeffs(node, inputs, outputs):
     # x is never read in coefficient mode; the output stands in for it (same shape, valid memory)
     x = Operand(addr(out), tuple(xshape), out._strides, out.dtype.code)
     w = operand(inputs[1]) if len(inputs) > 1 else None
+    mode = LOSS_BWD_MODES["coeffs"]
     _loss_backward(
-        "loss", 1, _kind_code(kind), None, x, operand(inputs[0]), w, ignore_index, reduction, eps, out
+        "loss", mode, _kind_code(kind), None, x, operand(inputs[0]), w, ignore_index, reduction, eps, out
     )
 
 
@@ -632,9 +640,9 @@ def _conv(mode, x, w, g, bias, out, xshape, wshape, gshape, stride, pads, dil, g
     ho, wo = gshape[2], gshape[3]
     pt, pl = pads[0], pads[2]
     og = o // groups
-    if mode == 0:
+    if mode == CONV_MODES["forward"]:
         M, Ng = og, n * ho * wo
-    elif mode == 1:
+    elif mode == CONV_MODES["grad_input"]:
         M, Ng = cg, n * h * wd
     else:
         M, Ng = og, cg * kh * kw
@@ -680,7 +688,8 @@ def conv2d(node, inputs, outputs):
     code = out.dtype.code
     x, w = (as_code(operand(t), code) for t in inputs[:2])
     bias = contiguous(operand(inputs[2]), code) if len(inputs) > 2 else None
-    _conv(0, x, w, None, bias, out, x.shape, w.shape, out._shape, stride, pads, dil, groups)
+    mode = CONV_MODES["forward"]
+    _conv(mode, x, w, None, bias, out, x.shape, w.shape, out._shape, stride, pads, dil, groups)
 
 
 def conv2d_backward_input(node, inputs, outputs):
@@ -690,7 +699,8 @@ def conv2d_backward_input(node, inputs, outputs):
         return
     code = out.dtype.code
     g, w = (as_code(operand(t), code) for t in inputs)
-    _conv(1, None, w, g, None, out, tuple(xshape), w.shape, g.shape, stride, pads, dil, groups)
+    mode = CONV_MODES["grad_input"]
+    _conv(mode, None, w, g, None, out, tuple(xshape), w.shape, g.shape, stride, pads, dil, groups)
 
 
 def conv2d_backward_weight(node, inputs, outputs):
@@ -700,7 +710,8 @@ def conv2d_backward_weight(node, inputs, outputs):
         return
     code = out.dtype.code
     g, x = (as_code(operand(t), code) for t in inputs)
-    _conv(2, x, None, g, None, out, x.shape, tuple(wshape), g.shape, stride, pads, dil, groups)
+    mode = CONV_MODES["grad_weight"]
+    _conv(mode, x, None, g, None, out, x.shape, tuple(wshape), g.shape, stride, pads, dil, groups)
 
 
 # ---- pooling ------------------------------------------------------------------------------------------------

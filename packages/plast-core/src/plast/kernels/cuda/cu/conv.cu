@@ -1,9 +1,11 @@
 // conv2d as implicit GEMM (no im2col buffer): the GEMM's operands are gathered from the image on the fly.
 //
-//   mode 0, forward:        out[n, g*Og+o, ho, wo]  M = Og, N = batch*Ho*Wo, K = Cg*kh*kw
-//   mode 1, grad of input:  gx[n, g*Cg+c, h, w]     M = Cg, N = batch*H*W,   K = Og*kh*kw
-//   mode 2, grad of weight: gw[g*Og+o, c, i, j]     M = Og, N = Cg*kh*kw,    K = batch*Ho*Wo
-// blockIdx.z is the group. 64x64x16 tiles, 256 threads with 4x4 outputs each; padding reads as zero.
+//   PLAST_CONV_FORWARD:     out[n, g*Og+o, ho, wo]  M = Og, N = batch*Ho*Wo, K = Cg*kh*kw
+//   PLAST_CONV_GRAD_INPUT:  gx[n, g*Cg+c, h, w]     M = Cg, N = batch*H*W,   K = Og*kh*kw
+//   PLAST_CONV_GRAD_WEIGHT: gw[g*Og+o, c, i, j]     M = Og, N = Cg*kh*kw,    K = batch*Ho*Wo
+// (the modes: plast/_core/codes.h). blockIdx.z is the group. 64x64x16 tiles, 256 threads with 4x4 outputs each;
+// padding reads as zero.
+#include "codes.h" // PLAST_CONV_*: the modes (plast/_core/codes.h)
 #include "common.cuh"
 
 
@@ -16,15 +18,15 @@ template <typename T>
 __device__ __forceinline__ T conv_a(const ConvArgs &p, const T *x, const T *w, const T *g, int64_t grp, int64_t m,
                                     int64_t k) {
     const int64_t Og = p.O / p.groups, Cg = p.C / p.groups, khw = p.kh * p.kw;
-    if (p.mode == 0) { // weight[g*Og+m, c, i, j], k = (c, i, j)
+    if (p.mode == PLAST_CONV_FORWARD) { // weight[g*Og+m, c, i, j], k = (c, i, j)
         int64_t c = k / khw, r = k % khw;
         return w[(grp * Og + m) * p.ws[0] + c * p.ws[1] + (r / p.kw) * p.ws[2] + (r % p.kw) * p.ws[3]];
     }
-    if (p.mode == 1) { // weight[g*Og+o, m, i, j], k = (o, i, j)
+    if (p.mode == PLAST_CONV_GRAD_INPUT) { // weight[g*Og+o, m, i, j], k = (o, i, j)
         int64_t o = k / khw, r = k % khw;
         return w[(grp * Og + o) * p.ws[0] + m * p.ws[1] + (r / p.kw) * p.ws[2] + (r % p.kw) * p.ws[3]];
     }
-    // mode 2: grad[n, g*Og+m, ho, wo], k = (n, ho, wo)
+    // PLAST_CONV_GRAD_WEIGHT: grad[n, g*Og+m, ho, wo], k = (n, ho, wo)
     int64_t hw = p.Ho * p.Wo, n = k / hw, r = k % hw;
     (void)Cg;
     return g[n * p.gs[0] + (grp * Og + m) * p.gs[1] + (r / p.Wo) * p.gs[2] + (r % p.Wo) * p.gs[3]];
@@ -34,9 +36,9 @@ template <typename T>
 __device__ __forceinline__ T conv_b(const ConvArgs &p, const T *x, const T *w, const T *g, int64_t grp, int64_t k,
                                     int64_t col) {
     const int64_t Og = p.O / p.groups, Cg = p.C / p.groups, khw = p.kh * p.kw;
-    if (p.mode == 0 || p.mode == 2) {
+    if (p.mode == PLAST_CONV_FORWARD || p.mode == PLAST_CONV_GRAD_WEIGHT) {
         int64_t c, i, j, n, ho, wo;
-        if (p.mode == 0) { // k = (c, i, j), col = (n, ho, wo)
+        if (p.mode == PLAST_CONV_FORWARD) { // k = (c, i, j), col = (n, ho, wo)
             c = k / khw;
             i = (k % khw) / p.kw;
             j = k % p.kw;
@@ -57,7 +59,7 @@ __device__ __forceinline__ T conv_b(const ConvArgs &p, const T *x, const T *w, c
         if (h < 0 || h >= p.H || ww < 0 || ww >= p.W) return T(0);
         return x[n * p.xs[0] + (grp * Cg + c) * p.xs[1] + h * p.xs[2] + ww * p.xs[3]];
     }
-    // mode 1: k = (o, i, j), col = (n, h, w): grad[n, g*Og+o, ho, wo] where h = ho*sh - ph + i*dh
+    // PLAST_CONV_GRAD_INPUT: k = (o, i, j), col = (n, h, w): grad[n, g*Og+o, ho, wo] where h = ho*sh - ph + i*dh
     int64_t o = k / khw, i = (k % khw) / p.kw, j = k % p.kw;
     int64_t hw = p.H * p.W, n = col / hw, h = (col % hw) / p.W, ww = col % p.W;
     int64_t th = h + p.ph - i * p.dh, tw = ww + p.pw - j * p.dw;
@@ -67,16 +69,16 @@ __device__ __forceinline__ T conv_b(const ConvArgs &p, const T *x, const T *w, c
     return g[n * p.gs[0] + (grp * Og + o) * p.gs[1] + ho * p.gs[2] + wo * p.gs[3]];
 }
 
-// out is contiguous in every mode (the engine allocates it); bias only in mode 0
+// out is contiguous in every mode (the engine allocates it); bias only in PLAST_CONV_FORWARD
 template <typename T>
 __device__ __forceinline__ void conv_store(const ConvArgs &p, const T *bias, T *out, int64_t grp, int64_t m,
                                            int64_t col, T v) {
     const int64_t Og = p.O / p.groups, Cg = p.C / p.groups;
-    if (p.mode == 0) {
+    if (p.mode == PLAST_CONV_FORWARD) {
         int64_t hw = p.Ho * p.Wo, n = col / hw, r = col % hw, o = grp * Og + m;
         if (p.has_bias) v += bias[o];
         out[(n * p.O + o) * hw + r] = v;
-    } else if (p.mode == 1) {
+    } else if (p.mode == PLAST_CONV_GRAD_INPUT) {
         int64_t hw = p.H * p.W, n = col / hw, r = col % hw;
         out[(n * p.C + grp * Cg + m) * hw + r] = v;
     } else {
@@ -91,11 +93,11 @@ __device__ __forceinline__ void conv_body(const T *x, const T *w, const T *g, co
     __shared__ T Bs[CBK][CBN + 1];
     const int64_t Og = p.O / p.groups, Cg = p.C / p.groups, khw = p.kh * p.kw;
     int64_t M, N, K;
-    if (p.mode == 0) {
+    if (p.mode == PLAST_CONV_FORWARD) {
         M = Og;
         N = p.batch * p.Ho * p.Wo;
         K = Cg * khw;
-    } else if (p.mode == 1) {
+    } else if (p.mode == PLAST_CONV_GRAD_INPUT) {
         M = Cg;
         N = p.batch * p.H * p.W;
         K = Og * khw;

@@ -105,7 +105,8 @@ __device__ __forceinline__ void loss_finish_body(int kind, int reduction, const 
     out[0] = total;
 }
 
-// gx[m, c] = g_m * (p_c * S_m - C_mc) (mode 0), or the coefficients C_mc themselves (mode 1, loss_coeffs).
+// gx[m, c] = g_m * (p_c * S_m - C_mc) (PLAST_LOSS_BWD_GRAD), or the coefficients C_mc themselves
+// (PLAST_LOSS_BWD_COEFFS, loss_coeffs).
 // C for index targets: valid rows only, (1 - eps) wt / dn at the target plus eps / K * w_c / dn everywhere.
 // C for probability targets: ((1 - eps) t_c + eps / K) w_c, divided by M for mean.
 // `dn` points at the mean divisor (sum of target weights), computed by loss_rows + a sum on the device.
@@ -120,9 +121,10 @@ __device__ __forceinline__ void loss_bwd_body(int mode, int kind, int reduction,
     for (int64_t m = blockIdx.x; m < M; m += gridDim.x) {
         const T *xr = x + layout_offset(lx, m);
         T *orow = out + layout_offset(lo, m);
-        const T gm = mode == 0 ? (reduction == PLAST_RED_NONE ? g[layout_offset(lg, m)] : g[0]) : T(1);
+        const T gm =
+            mode == PLAST_LOSS_BWD_GRAD ? (reduction == PLAST_RED_NONE ? g[layout_offset(lg, m)] : g[0]) : T(1);
         T lse = T(0);
-        if (mode == 0) {
+        if (mode == PLAST_LOSS_BWD_GRAD) {
             T mx = -Limits<T>::inf();
             for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
                 T v = xr[k * sk];
@@ -143,7 +145,7 @@ __device__ __forceinline__ void loss_bwd_body(int mode, int kind, int reduction,
             S = block_sum<T>(S, scratch);
             for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
                 T c = ((T(1) - eps) * tr[k * st] + eps / T(K)) * (w != nullptr ? w[k] : T(1)) / dn;
-                orow[k * so] = mode == 0 ? gm * (exp(xr[k * sk] - lse) * S - c) : c;
+                orow[k * so] = mode == PLAST_LOSS_BWD_GRAD ? gm * (exp(xr[k * sk] - lse) * S - c) : c;
             }
         } else {
             const int64_t t = load_target(target, t64, layout_offset(lt, m));
@@ -161,7 +163,7 @@ __device__ __forceinline__ void loss_bwd_body(int mode, int kind, int reduction,
             for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
                 T c =
                     (k == t ? ct : T(0)) + (ok && eps != T(0) ? eps / T(K) * (w != nullptr ? w[k] : T(1)) / dn : T(0));
-                orow[k * so] = mode == 0 ? gm * (exp(xr[k * sk] - lse) * S - c) : c;
+                orow[k * so] = mode == PLAST_LOSS_BWD_GRAD ? gm * (exp(xr[k * sk] - lse) * S - c) : c;
             }
         }
         __syncthreads();
