@@ -1,8 +1,9 @@
-"""The integer codes Python hands to C and CUDA kernels (the GEMM epilogue's activations, the losses' reductions,
-the binary, unary, comparison, predicate and reduce op codes, scatter_reduce's modes, the softmax modes, the loss
-target kinds, the optimizer kinds and flags) and reads back from them (the CUDA error flag) are numbered once, each family one enum in plast/_core/codes.h, and
-every side reads them from there: C and CUDA include the header, Cython cimports codes.pxd, Python reads the dicts
-of plast._core.codes. Here: the dicts are the header's numbers, and no other file numbers a code of a family."""
+"""The integer codes Python hands to C and CUDA kernels (the dtypes, the GEMM epilogue's activations, the losses'
+reductions, the binary, unary, comparison, predicate and reduce op codes, scatter_reduce's modes, the softmax
+modes, the loss target kinds, the optimizer kinds and flags) and reads back from them (the CUDA error flag) are
+numbered once, each family one enum in plast/_core/codes.h, and every side reads them from there: C and CUDA
+include the header, Cython cimports codes.pxd, Python reads the dicts of plast._core.codes. Here: the dicts are
+the header's numbers, and no other file numbers a code of a family."""
 
 import os
 import re
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from plast._core import codes
+from plast._core import codes, dtypes
 
 PLAST = Path(__file__).resolve().parents[1] / "src" / "plast"
 HEADER = PLAST / "_core" / "codes.h"
@@ -18,6 +19,18 @@ HEADER = PLAST / "_core" / "codes.h"
 # each family: its enum in codes.h, and the dict of plast._core.codes that names its codes for Python (by the op
 # table's names), as {python name: header name}
 FAMILIES = {
+    "plast_dtype": (
+        codes.DTYPE_CODES,
+        {
+            "bool": "PLAST_DT_BOOL",
+            "int32": "PLAST_DT_I32",
+            "int64": "PLAST_DT_I64",
+            "float32": "PLAST_DT_F32",
+            "float64": "PLAST_DT_F64",
+            "bfloat16": "PLAST_DT_BF16",
+            "float16": "PLAST_DT_F16",
+        },
+    ),
     "plast_act": (
         codes.ACT_CODES,
         {
@@ -157,6 +170,23 @@ def test_python_reads_the_header(family):
     assert set(names.values()) == set(enum), f"every code of {family} has a Python name"
 
 
+def test_every_dtype_has_its_header_code():
+    # a dtype's `code` is what the kernels are told they run on and what plan fingerprints hash: the header's
+    # number, every dtype one, and none renumbered (fingerprints of saved plans would no longer match)
+    assert {d.name: d.code for d in dtypes.ALL} == codes.DTYPE_CODES
+    assert codes.DTYPE_CODES == {
+        "bool": 0,
+        "int32": 1,
+        "int64": 2,
+        "float32": 3,
+        "float64": 4,
+        "bfloat16": 5,
+        "float16": 6,
+    }
+    assert re.search(r"#define\s+PLAST_DT_COUNT\s+\(PLAST_DT_F16 \+ 1\)", HEADER.read_text())
+    assert max(codes.DTYPE_CODES.values()) == ENUMS["plast_dtype"]["PLAST_DT_F16"]
+
+
 def test_the_cpu_kernels_take_the_first_codes():
     # the CPU kernels take a prefix of the binary and unary codes (csrc/elementwise.c, csrc/unary.c, and the
     # chain bytecode built on them); their tables are cut from the shared ones, not numbered again
@@ -265,6 +295,7 @@ def test_the_check_sees_a_c_numbering(text):
         "K_INDEX, K_PROB, K_NLL = 0, 1, 2",
         "DEF RD_SUM = 0",
         "SM_SOFTMAX = 0",
+        "KIND_BF16 = 1",
     ],
 )
 def test_the_check_sees_a_python_numbering(text):
