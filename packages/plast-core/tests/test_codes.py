@@ -139,7 +139,7 @@ FAMILIES = {
     ),
 }
 # families that are not op codes Python names, read by Cython only (codes.pxd)
-OTHER_ENUMS = ("plast_optim_dtype", "plast_optim_flag")
+OTHER_ENUMS = ("plast_optim_flag",)
 
 
 def _enums():

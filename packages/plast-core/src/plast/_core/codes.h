@@ -161,16 +161,12 @@ enum plast_conv_mode {
     PLAST_CONV_GRAD_WEIGHT = 2,
 };
 
-/* the fused optimizer updates (CPU, csrc/optim.h): the update rule, the tensors' dtype, and one call's
- * structural flags (bits) */
+/* the fused optimizer updates (CPU, csrc/optim.h): the update rule and one call's structural flags (bits); the
+ * tensors' dtype is their plast_dtype (PLAST_DT_F32 or PLAST_DT_F64) */
 enum plast_optim {
     PLAST_OPT_SGD = 0,
     PLAST_OPT_ADAM = 1, /* Adam and AdamW (PLAST_OPT_DECOUPLED) */
     PLAST_OPT_RMSPROP = 2,
-};
-enum plast_optim_dtype {
-    PLAST_OPT_F32 = 0,
-    PLAST_OPT_F64 = 1,
 };
 enum plast_optim_flag {
     PLAST_OPT_MAXIMIZE = 1,

@@ -116,9 +116,6 @@ cdef extern from "codes.h":
         PLAST_OPT_SGD
         PLAST_OPT_ADAM
         PLAST_OPT_RMSPROP
-    enum plast_optim_dtype:
-        PLAST_OPT_F32
-        PLAST_OPT_F64
     enum plast_error:
         PLAST_OK
         PLAST_ERR_INDEX
