@@ -1,8 +1,9 @@
-"""The integer codes Python hands to C and CUDA kernels (the GEMM epilogue's activations, the losses' reductions,
-the binary, unary, comparison, predicate and reduce op codes, scatter_reduce's modes, the softmax modes, the loss
-target kinds, the optimizer kinds and flags) and reads back from them (the CUDA error flag) are numbered once, each family one enum in plast/_core/codes.h, and
-every side reads them from there: C and CUDA include the header, Cython cimports codes.pxd, Python reads the dicts
-of plast._core.codes. Here: the dicts are the header's numbers, and no other file numbers a code of a family."""
+"""The integer codes Python hands to C and CUDA kernels (the dtypes, the GEMM epilogue's activations, the losses'
+reductions, the binary, unary, comparison, predicate and reduce op codes, scatter_reduce's modes, the softmax
+modes, the loss target kinds, the optimizer kinds and flags) and reads back from them (the CUDA error flag) are
+numbered once, each family one enum in plast/_core/codes.h, and every side reads them from there: C and CUDA
+include the header, Cython cimports codes.pxd, Python reads the dicts of plast._core.codes. Here: the dicts are
+the header's numbers, and no other file numbers a code of a family."""
 
 import os
 import re
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from plast._core import codes
+from plast._core import codes, dtypes
 
 PLAST = Path(__file__).resolve().parents[1] / "src" / "plast"
 HEADER = PLAST / "_core" / "codes.h"
@@ -18,6 +19,18 @@ HEADER = PLAST / "_core" / "codes.h"
 # each family: its enum in codes.h, and the dict of plast._core.codes that names its codes for Python (by the op
 # table's names), as {python name: header name}
 FAMILIES = {
+    "plast_dtype": (
+        codes.DTYPE_CODES,
+        {
+            "bool": "PLAST_DT_BOOL",
+            "int32": "PLAST_DT_I32",
+            "int64": "PLAST_DT_I64",
+            "float32": "PLAST_DT_F32",
+            "float64": "PLAST_DT_F64",
+            "bfloat16": "PLAST_DT_BF16",
+            "float16": "PLAST_DT_F16",
+        },
+    ),
     "plast_act": (
         codes.ACT_CODES,
         {
@@ -126,7 +139,7 @@ FAMILIES = {
     ),
 }
 # families that are not op codes Python names, read by Cython only (codes.pxd)
-OTHER_ENUMS = ("plast_optim_dtype", "plast_optim_flag")
+OTHER_ENUMS = ("plast_optim_flag",)
 
 
 def _enums():
@@ -155,6 +168,23 @@ def test_python_reads_the_header(family):
     enum = ENUMS[family]
     assert table == {py: enum[c] for py, c in names.items()}
     assert set(names.values()) == set(enum), f"every code of {family} has a Python name"
+
+
+def test_every_dtype_has_its_header_code():
+    # a dtype's `code` is what the kernels are told they run on and what plan fingerprints hash: the header's
+    # number, every dtype one, and none renumbered (fingerprints of saved plans would no longer match)
+    assert {d.name: d.code for d in dtypes.ALL} == codes.DTYPE_CODES
+    assert codes.DTYPE_CODES == {
+        "bool": 0,
+        "int32": 1,
+        "int64": 2,
+        "float32": 3,
+        "float64": 4,
+        "bfloat16": 5,
+        "float16": 6,
+    }
+    assert re.search(r"#define\s+PLAST_DT_COUNT\s+\(PLAST_DT_F16 \+ 1\)", HEADER.read_text())
+    assert max(codes.DTYPE_CODES.values()) == ENUMS["plast_dtype"]["PLAST_DT_F16"]
 
 
 def test_the_cpu_kernels_take_the_first_codes():
@@ -221,7 +251,8 @@ def _numberings(path, text):
             if len(hits) >= 2:
                 found.append((family, f"a dict numbering {sorted(hits)}"))
             # codes under a short prefix bound to literals (K_INDEX, K_PROB = 0, 1; DEF RD_SUM = 0), the way a
-            # family gets abbreviated (a longer name such as NOGIL_MIN is something else)
+            # family gets abbreviated (a longer name such as NOGIL_MIN is something else); dtype codes also bare
+            # (F32, F64 = 3, 4), as no other name is spelled like them (a bare SUM or MAX is another numbering)
             for m in re.finditer(
                 r"^\s*(?:DEF\s+)?([A-Z][A-Z0-9_]*(?:\s*,\s*[A-Z][A-Z0-9_]*)*)\s*=\s*-?\d", code, re.M
             ):
@@ -230,11 +261,91 @@ def _numberings(path, text):
                     n
                     for n in names
                     for s in _suffixes(family)
-                    if re.fullmatch(rf"[A-Z][A-Z0-9]{{0,3}}_{s}", n)
+                    if re.fullmatch(rf"[A-Z][A-Z0-9]{{0,3}}_{s}", n) or family == "plast_dtype" and n == s
                 }
                 if hits:
                     found.append((family, m.group(0).strip()))
     return found
+
+
+# A dtype code is mostly compared, not named: `dtype == 3` in C, `code in (3, 4)` or `{np.dtype(np.float32): 3}` in
+# Python. These are the shapes that numbering takes, by what holds the code (dtype, code, dtype_code, dt; a tensor's
+# or operand's .code); the number must be a name of codes.h's plast_dtype instead (PLAST_DT_F32 in C and Cython,
+# codes.DTYPE_CODES or a dtype's .code in Python).
+_CODE_HOLDER = r"\b(?:dtype|code|dtype_code|src_code|dst_code|dt|\w+\.code)"
+_NP_TYPE = r"np\.(?:bool_|int32|int64|float16|float32|float64)\b"
+_TYPE_NAME = (
+    r"[\"'](?:u8|i32|i64|f32|f64|bool|int32|int64|float32|float64|bfloat16|float16|float|double)[\"']"
+)
+DTYPE_NUMBERINGS = (
+    rf"{_CODE_HOLDER}\s*(?:==|!=|<=|>=|<|>)\s*\d",  # dtype == 3, code != 4
+    rf"\b\d\s*(?:==|!=)\s*{_CODE_HOLDER}\b",  # 3 == dtype
+    rf"{_CODE_HOLDER}\s+(?:not\s+)?in\s+[(\[{{]\s*\d",  # code in (3, 4)
+    r"#define\s+\w*(?:CODE|DT|DTYPE)_(?:BOOL|I32|I64|F32|F64|BF16|F16)\s+\(?\d",  # #define PLAST_CODE_F32 3
+    rf"{_NP_TYPE}\)?\s*:\s*\d",  # {np.dtype(np.float32): 3}
+    rf"{_TYPE_NAME}\s*:\s*\d",  # {"float32": 3}
+    rf"\{{\s*\d\s*:\s*(?:{_NP_TYPE}|{_TYPE_NAME})",  # {3: "f32"}, {3: np.float32}
+    r"\bdtype\s+(?:code\s+)?\d\s+(?:or|and)\s+\d",  # comments: "dtype 3 or 4"
+    r"\bcodes?\s+\d\s*\((?:float|int|bool|bfloat)",  # "code 3 (float32)"
+    r"\b\d\s*\((?:float32|float64|int32|int64|bool|bfloat16|float16)\)",  # "3 (float32) or 4 (float64)"
+)
+# what looks like a dtype numbering and is not: a process's exit code, and the optimizer's "no dtype" (-1) test
+NOT_DTYPE_CODES = re.compile(r"returncode|\bdt\s*>=\s*0|counter_dtype\s*>=\s*0")
+# files where `code` is something else than a dtype code, with what it is
+OTHER_CODES = {"distributed/run.py": "a worker process's exit code"}
+
+
+def _dtype_numberings(path, text):
+    """(line number, line) of each line of `text` that numbers a dtype code with a bare literal."""
+    found = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if NOT_DTYPE_CODES.search(line):
+            continue
+        if any(re.search(p, line) for p in DTYPE_NUMBERINGS):
+            found.append((i, line.strip()))
+    return found
+
+
+def test_no_file_compares_a_dtype_code_with_a_number():
+    bad = [
+        f"{path.relative_to(PLAST)}:{i}: {line}"
+        for path, text in _sources()
+        if str(path.relative_to(PLAST)) not in OTHER_CODES
+        for i, line in _dtype_numberings(path, text)
+    ]
+    assert not bad, "these lines number dtype codes themselves (use the PLAST_DT_* names):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    "path, text",
+    [
+        ("x.c", "if (dtype == 3) tile_f32();"),
+        ("x.c", "if ((dtype != 3 && dtype != 4) || ndim > 16) return -1;"),
+        ("x.c", "ptrdiff_t es = dtype == 3 ? 4 : 8;"),
+        ("x.h", "/* dtype 3 or 4. */"),
+        ("x.h", "#define PLAST_CODE_BF16 5"),
+        ("x.pyx", "_CODES = {np.dtype(np.float32): 3, np.dtype(np.float64): 4}"),
+        ("x.pyx", 'raise ValueError(f"dtype code must be 3 (float32) or 4 (float64), got {dtype}")'),
+        ("x.py", "if t.dtype.code not in (3, 4):"),
+        ("x.py", 'SUF = {0: "u8", 1: "i32", 2: "i64"}'),
+        ("x.py", 'CTYPE = {3: "float", 4: "double"}'),
+        ("x.py", "tf32 = code == 3 and flags.allow_tf32"),
+    ],
+)
+def test_the_check_sees_a_dtype_numbering(path, text):
+    assert _dtype_numberings(Path(path), text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "if (dtype == PLAST_DT_F32) tile_f32();",
+        "if t.dtype.code not in (F32, F64):",
+        "if res.returncode != 0:",
+    ],
+)
+def test_the_dtype_check_passes_the_names(text):
+    assert not _dtype_numberings(Path("x.c"), text)
 
 
 def test_no_other_file_numbers_a_code():
@@ -265,6 +376,8 @@ def test_the_check_sees_a_c_numbering(text):
         "K_INDEX, K_PROB, K_NLL = 0, 1, 2",
         "DEF RD_SUM = 0",
         "SM_SOFTMAX = 0",
+        "F32, F64 = 3, 4",
+        "KIND_BF16 = 1",
     ],
 )
 def test_the_check_sees_a_python_numbering(text):

@@ -1,9 +1,23 @@
 /* plast's shared codes: the one numbering of every integer code that Python hands to a C or CUDA kernel (op
- * codes, modes, kinds, flags) or reads back from one (the CUDA error flag), one named enum per family. The CPU kernels (kernels/cpu/csrc), the CUDA kernels (kernels/cuda/cu, compiled with -I on this folder) and
+ * codes, dtypes, modes, kinds, flags) or reads back from one (the CUDA error flag), one named enum per family. The CPU kernels (kernels/cpu/csrc), the CUDA kernels (kernels/cuda/cu, compiled with -I on this folder) and
  * Python (plast._core.codes, through Cython) all read these names; no other file may number them
  * (tests/test_codes.py). Plain C: it is included from C11, CUDA C++ and Cython. */
 #ifndef PLAST_CODES_H
 #define PLAST_CODES_H
+
+/* a tensor's element type, as its plast dtype's `code` (plast._core.dtypes takes them from here): what a kernel
+ * that serves several dtypes is told it runs on. Plan fingerprints hash these numbers, so a dtype keeps its
+ * number; a new dtype takes the next one. */
+enum plast_dtype {
+    PLAST_DT_BOOL = 0,
+    PLAST_DT_I32 = 1,
+    PLAST_DT_I64 = 2,
+    PLAST_DT_F32 = 3,
+    PLAST_DT_F64 = 4,
+    PLAST_DT_BF16 = 5,
+    PLAST_DT_F16 = 6,
+};
+#define PLAST_DT_COUNT (PLAST_DT_F16 + 1)
 
 /* activation applied by the GEMM epilogue: C = act(alpha * A @ B + beta * bias) */
 enum plast_act {
@@ -147,16 +161,12 @@ enum plast_conv_mode {
     PLAST_CONV_GRAD_WEIGHT = 2,
 };
 
-/* the fused optimizer updates (CPU, csrc/optim.h): the update rule, the tensors' dtype, and one call's
- * structural flags (bits) */
+/* the fused optimizer updates (CPU, csrc/optim.h): the update rule and one call's structural flags (bits); the
+ * tensors' dtype is their plast_dtype (PLAST_DT_F32 or PLAST_DT_F64) */
 enum plast_optim {
     PLAST_OPT_SGD = 0,
     PLAST_OPT_ADAM = 1, /* Adam and AdamW (PLAST_OPT_DECOUPLED) */
     PLAST_OPT_RMSPROP = 2,
-};
-enum plast_optim_dtype {
-    PLAST_OPT_F32 = 0,
-    PLAST_OPT_F64 = 1,
 };
 enum plast_optim_flag {
     PLAST_OPT_MAXIMIZE = 1,

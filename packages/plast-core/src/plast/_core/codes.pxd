@@ -3,6 +3,15 @@
 # (`from plast._core.codes cimport PLAST_RD_SUM`), so it reads them at C level, numbered once, in the header.
 
 cdef extern from "codes.h":
+    enum plast_dtype:
+        PLAST_DT_BOOL
+        PLAST_DT_I32
+        PLAST_DT_I64
+        PLAST_DT_F32
+        PLAST_DT_F64
+        PLAST_DT_BF16
+        PLAST_DT_F16
+    const int PLAST_DT_COUNT
     enum plast_act:
         PLAST_ACT_NONE
         PLAST_ACT_RELU
@@ -107,9 +116,6 @@ cdef extern from "codes.h":
         PLAST_OPT_SGD
         PLAST_OPT_ADAM
         PLAST_OPT_RMSPROP
-    enum plast_optim_dtype:
-        PLAST_OPT_F32
-        PLAST_OPT_F64
     enum plast_error:
         PLAST_OK
         PLAST_ERR_INDEX

@@ -6,6 +6,17 @@ launchers pass to C and CUDA. (Cython code cimports the same names from codes.px
 (1, 2, 0)
 """
 
+# each dtype's code (dtype.code) by its name in plast._core.dtypes
+DTYPE_CODES = {
+    "bool": PLAST_DT_BOOL,
+    "int32": PLAST_DT_I32,
+    "int64": PLAST_DT_I64,
+    "float32": PLAST_DT_F32,
+    "float64": PLAST_DT_F64,
+    "bfloat16": PLAST_DT_BF16,
+    "float16": PLAST_DT_F16,
+}
+
 # an epilogue's activation by the name fusion gives it ("gelu" is torch's exact, erf GELU)
 ACT_CODES = {
     "none": PLAST_ACT_NONE,

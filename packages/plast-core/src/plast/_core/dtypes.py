@@ -13,24 +13,25 @@ import ml_dtypes
 import numpy as np
 
 from ._dtype import dtype as _DType
+from .codes import DTYPE_CODES as _CODE
 from .errors import DTypeError
 
 # compiled (_dtype.pyx): kernels read itemsize, code and is_floating_point as C fields
 dtype = _DType
 
 
-# name, numpy dtype, promotion rank, kernel code (the C kernels and plan fingerprints read the code)
-bool_ = dtype("bool", np.bool_, 0, 0)
-int32 = dtype("int32", np.int32, 1, 1)
-int64 = dtype("int64", np.int64, 2, 2)
-float32 = dtype("float32", np.float32, 4, 3)
-float64 = dtype("float64", np.float64, 5, 4)
+# name, numpy dtype, promotion rank, kernel code (numbered in codes.h; the C kernels and plan fingerprints read it)
+bool_ = dtype("bool", np.bool_, 0, _CODE["bool"])
+int32 = dtype("int32", np.int32, 1, _CODE["int32"])
+int64 = dtype("int64", np.int64, 2, _CODE["int64"])
+float32 = dtype("float32", np.float32, 4, _CODE["float32"])
+float64 = dtype("float64", np.float64, 5, _CODE["float64"])
 # The 16-bit floating types are storage types: an op without a 16-bit kernel computes in float32 and rounds its
 # result once (graph/_graph.pyx: record), as torch's CPU kernels do. numpy has no bfloat16; ml_dtypes (JAX's)
 # gives it one with round-to-nearest-even casts, so every host path (numpy views, copies, casts, .numpy(),
 # safetensors) treats bfloat16 like any other dtype instead of as uint16 bit patterns numpy math would misread.
-bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 3, 5, floating=True)
-float16 = dtype("float16", np.float16, 3, 6)
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 3, _CODE["bfloat16"], floating=True)
+float16 = dtype("float16", np.float16, 3, _CODE["float16"])
 
 ALL = (bool_, int32, int64, float32, float64, bfloat16, float16)
 _BY_NAME = {d.name: d for d in ALL}

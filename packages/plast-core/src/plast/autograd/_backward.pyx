@@ -9,6 +9,7 @@ from cpython.ref cimport PyObject, Py_REFCNT
 from cpython.weakref cimport PyWeakref_GetObject
 
 from .._core._structs cimport Node, TensorBase, nbytes, new_lazy
+from .._core.codes cimport PLAST_DT_F32, PLAST_DT_F64
 from ..memory.arena cimport Storage
 from ..memory import arenas as _arenas
 from ..graph.realize import realize
@@ -28,7 +29,7 @@ cdef object _ones(TensorBase r):
     """The implicit root gradient: ones shaped like `r`, a fresh persistent leaf (filled here for float CPU
     tensors; creation.ones_like otherwise)."""
     cdef int code = r.dtype.code
-    if r.device.type != "cpu" or (code != 3 and code != 4):
+    if r.device.type != "cpu" or (code != PLAST_DT_F32 and code != PLAST_DT_F64):
         return ones_like(r)
     cdef Py_ssize_t n = 1, i
     for s in r._shape:
@@ -36,7 +37,7 @@ cdef object _ones(TensorBase r):
     cdef Storage st = <Storage>_arenas.persistent("cpu").new(n * <Py_ssize_t>r.dtype.itemsize)
     cdef TensorBase g = new_lazy(type(r), r._shape, r.dtype, r.device, None, 0)
     g._storage = st
-    if code == 3:
+    if code == PLAST_DT_F32:
         for i in range(n):
             (<float *>st.ptr)[i] = 1.0
     else:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._core.codes import DTYPE_CODES
 from .._core.errors import DTypeError, ShapeError
 from .._core.hints import TensorBase
 from ._mpi import mpi
@@ -88,7 +89,7 @@ def _agree(g, what, dtype, numel, extra=0):
         return
     rows = []
     names = {v: k for k, v in _KINDS.items()}
-    codes = {3: "float32", 4: "float64", 2: "int64", 1: "int32", 0: "bool", -1: "-"}
+    codes = {code: name for name, code in DTYPE_CODES.items()} | {-1: "-"}
     for r, (k, dt, n, x) in enumerate(every):
         rows.append(
             f"rank {g.ranks[r]}: {names.get(int(k), k)} of {n} {codes.get(int(dt), dt)} elements ({x})"

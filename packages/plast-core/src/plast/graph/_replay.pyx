@@ -16,6 +16,7 @@ from plast.kernels.cpu._kernels cimport binary_run, copy_run
 from plast.kernels.cpu._matmul cimport matmul_run
 from plast.kernels.cpu.fastpath cimport SumKernel
 from .._core._structs cimport TensorBase
+from .._core.codes cimport PLAST_DT_BOOL
 
 from plast.kernels.cpu import _kernels, _matmul
 from plast.kernels.cpu import kernels as _K
@@ -85,7 +86,7 @@ cdef _Step _compile(object kernel, object node, object inputs, object outputs):
     cdef bint cpu = all([o.device.type == "cpu" for o in outputs]) and all([x.device.type == "cpu" for x in inputs])
     if not cpu:  # another device's kernels keep their own calls (and the CUDA backend may replay them as a graph)
         s = _Step.__new__(_Step)
-    elif kernel is _K.binary and len(outputs) == 1 and outputs[0].dtype.code != 0:
+    elif kernel is _K.binary and len(outputs) == 1 and outputs[0].dtype.code != PLAST_DT_BOOL:
         s = _BinaryStep.__new__(_BinaryStep)
         (<_BinaryStep>s).op = _kernels.BINARY_CODES[node.op.name]
         (<_BinaryStep>s).a, (<_BinaryStep>s).b = inputs[0], inputs[1]

@@ -15,6 +15,7 @@ from plast.kernels.cpu._kernels cimport binary_run, copy_run
 from plast.kernels.cpu._matmul cimport AddmmActKernel, AddmmKernel, MatmulKernel
 from plast.kernels.cpu.fastpath cimport SumKernel
 from .._core._structs cimport Node, OpDef, TensorBase, nbytes, new_lazy
+from .._core.codes cimport PLAST_DT_BOOL
 from ._graph cimport add_readers, tensor_class
 from ..memory.arena cimport Arena, Storage, check_storage
 
@@ -133,7 +134,7 @@ cdef inline bint _run_c(object kernel, Node node, object inputs, list outs) exce
         (<AddmmKernel>kernel).run(node, inputs, outs)
     elif kt is SumKernel:
         (<SumKernel>kernel).run(node, inputs, outs)
-    elif kernel is _K_binary and (<TensorBase>outs[0]).dtype.code != 0:  # bool arithmetic: kernels.bool_binary
+    elif kernel is _K_binary and (<TensorBase>outs[0]).dtype.code != PLAST_DT_BOOL:  # bool arithmetic: kernels.bool_binary
         binary_run(_BIN_CODES[node.op.name], <TensorBase>inputs[0], <TensorBase>inputs[1], <TensorBase>outs[0])
     elif kernel is _K_copy:
         return copy_run(<TensorBase>inputs[0], <TensorBase>outs[0]) == 1

@@ -7,6 +7,7 @@ tiles: loads with broadcast strides, the ops, one store. Intermediates never tou
 same program becomes the source of one generated kernel (kernels/cuda/codegen.py).
 """
 
+from .._core import dtypes
 from ..kernels.cpu import _fused
 
 MAX_NODES = 12
@@ -28,7 +29,7 @@ def _eligible(n):
     if name is None:
         return False
     shape, dt = n.specs[0]
-    if dt.code not in (3, 4) or len(n.specs) != 1:
+    if dt not in (dtypes.float32, dtypes.float64) or len(n.specs) != 1:
         return False
     # CPU chains run in csrc/elementwise_chain.c; CUDA chains as a kernel generated from the same program, for the
     # ops the generator knows. Other devices stay unfused (one kernel per op).

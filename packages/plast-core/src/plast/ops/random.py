@@ -109,7 +109,7 @@ def _gen(generator):
 
 
 def blocks_for(kind: str, dtype_code: int, n: int) -> int:
-    if kind == "u32" or (kind == "uniform" and dtype_code == 3):
+    if kind == "u32" or (kind == "uniform" and dtype_code == dtypes.float32.code):
         return (n + 3) // 4
     return (n + 1) // 2
 

@@ -10,11 +10,10 @@ decides when a case fits and lays tensors out as these 4-d operands.
 
 from libc.stdint cimport uintptr_t
 
+from plast._core.codes cimport PLAST_DT_F32, PLAST_DT_F64
 from plast.kernels.cpu._runtime cimport num_threads, simd_level
 
 cdef extern from "attention.h" nogil:
-    int PLAST_ATTN_F32
-    int PLAST_ATTN_F64
     int PLAST_ATTN_EINVAL
     int PLAST_ATTN_ENOMEM
 
@@ -33,8 +32,9 @@ cdef extern from "attention.h" nogil:
                        plast_attn_op k, plast_attn_op v, plast_attn_op out, plast_attn_op lse,
                        plast_attn_op dout, plast_attn_op dq, plast_attn_op dk, plast_attn_op dv)
 
-F32 = PLAST_ATTN_F32
-F64 = PLAST_ATTN_F64
+# the dtype codes the kernel takes (a float32 / float64 tensor's dtype.code)
+F32 = PLAST_DT_F32
+F64 = PLAST_DT_F64
 
 
 cdef plast_attn_op _op(uintptr_t addr, tuple strides) except *:

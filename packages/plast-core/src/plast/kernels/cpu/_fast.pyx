@@ -5,7 +5,7 @@ embedding, reductions). They take raw addresses and element strides, release the
 and thread count from _runtime; the kernel functions in kernels*.py decide when a case fits them.
 
 Float data is float32 or float64: the softmax, logsumexp, layer_norm, cross_entropy and reduce entries take a
-trailing `dtype` (the dtype code, F32 = 3 or F64 = 4; float32 when left out), unary_nd and embedding_bw take it
+trailing `dtype` (the dtype code, F32 or F64: codes.h's PLAST_DT_F32 / PLAST_DT_F64; float32 when left out), unary_nd and embedding_bw take it
 first; every float pointer of one call has that dtype.
 
 Every entry returns normally or raises: a C error code becomes ValueError (unsupported case), MemoryError,
@@ -17,6 +17,8 @@ from libc.stdint cimport int32_t, int64_t, uintptr_t
 
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level
 from plast._core.codes cimport (
+    PLAST_DT_F32,
+    PLAST_DT_F64,
     PLAST_RD_MAX,
     PLAST_RD_MIN,
     PLAST_RD_SUM,
@@ -103,7 +105,7 @@ UNARY_CODES = {name: code for name, code in _UNARY_CODES.items() if code < PLAST
 UNARY_OPS = tuple(sorted(UNARY_CODES, key=UNARY_CODES.get))  # by code
 SM_SOFTMAX, SM_SAFE_SOFTMAX, SM_LOG_SOFTMAX = PLAST_SM_SOFTMAX, PLAST_SM_SAFE_SOFTMAX, PLAST_SM_LOG_SOFTMAX
 RD_SUM, RD_MAX, RD_MIN = PLAST_RD_SUM, PLAST_RD_MAX, PLAST_RD_MIN
-F32, F64 = 3, 4
+F32, F64 = PLAST_DT_F32, PLAST_DT_F64
 
 DEF MAXD = 16
 
@@ -134,16 +136,16 @@ cdef plast_op3_f64 _op3d(uintptr_t addr, strides):
 
 
 cdef bint _is64(int dtype, str what) except -1:
-    """True for float64 (code 4), False for float32 (3); ValueError for anything else."""
+    """True for float64 (F64), False for float32 (F32); ValueError for anything else."""
     if dtype == F32:
         return False
     if dtype == F64:
         return True
-    raise ValueError(f"{what}: dtype code must be 3 (float32) or 4 (float64), got {dtype}")
+    raise ValueError(f"{what}: dtype code must be {F32} (float32) or {F64} (float64), got {dtype}")
 
 
 def unary_nd(int op, int dtype, shape, uintptr_t x, x_strides, uintptr_t y, y_strides):
-    """y = op(x) over `shape` (dtype code 3 or 4); strides in elements."""
+    """y = op(x) over `shape` (dtype code F32 or F64); strides in elements."""
     cdef int nd = len(shape)
     if nd > MAXD:
         raise ValueError(f"at most {MAXD} dimensions are supported, got {nd}")

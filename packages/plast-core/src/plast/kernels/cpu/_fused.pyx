@@ -20,6 +20,7 @@ import struct
 
 import numpy as np
 
+from plast._core.codes cimport PLAST_DT_F32, PLAST_DT_F64
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level
 from plast.kernels.cpu._tensors cimport TensorBase, fill_bcast_strides, fill_shape, tensor_ptr
 
@@ -72,15 +73,17 @@ cdef int _check(const int32_t *p, int ninstr, int nin, int nout) except -1:
 
 
 def run_program_nd(bytes program, int dtype, shape, in_addrs, in_strides, out_addrs, out_strides):
-    """Run `program` over `shape` (dtype code 3 float32 / 4 float64) on raw addresses; strides in elements,
+    """Run `program` over `shape` (dtype code PLAST_DT_F32 / PLAST_DT_F64) on raw addresses; strides in elements,
     one tuple per operand (0 along broadcast dims)."""
     cdef int nd = len(shape), nin = len(in_addrs), nout = len(out_addrs)
     if len(program) % 16:
         raise ValueError("fused program: length must be a multiple of 16 bytes (4 int32 per instruction)")
     if nd > MAXD or nin > MAX_IO or nout > MAX_IO:
         raise ValueError(f"fused program: at most {MAXD} dims and {MAX_IO} inputs/outputs")
-    if dtype not in (3, 4):
-        raise ValueError(f"fused program: dtype code must be 3 (float32) or 4 (float64), got {dtype}")
+    if dtype != PLAST_DT_F32 and dtype != PLAST_DT_F64:
+        raise ValueError(
+            f"fused program: dtype code must be {PLAST_DT_F32} (float32) or {PLAST_DT_F64} (float64), got {dtype}"
+        )
     cdef const int32_t *p = <const int32_t *><const char *>program
     cdef int ninstr = len(program) // 16
     _check(p, ninstr, nin, nout)
@@ -121,7 +124,7 @@ cdef int chain_run(bytes program, TensorBase out, object inputs) except -1:
     cdef int nin = len(inputs), k, rc, code = out.dtype.code
     if nin > MAX_IO:
         raise ValueError(f"fused program: at most {MAX_IO} inputs")
-    if code != 3 and code != 4:
+    if code != PLAST_DT_F32 and code != PLAST_DT_F64:
         raise ValueError(f"fused program: float32 or float64 only, got {out.dtype}")
     if len(program) % 16:
         raise ValueError("fused program: length must be a multiple of 16 bytes (4 int32 per instruction)")
@@ -155,7 +158,7 @@ cdef int chain_run(bytes program, TensorBase out, object inputs) except -1:
     return 0
 
 
-_CODES = {np.dtype(np.float32): 3, np.dtype(np.float64): 4}
+_CODES = {np.dtype(np.float32): PLAST_DT_F32, np.dtype(np.float64): PLAST_DT_F64}
 
 
 def run_program(bytes program, inputs, outputs):

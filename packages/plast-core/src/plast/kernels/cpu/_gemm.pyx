@@ -22,6 +22,7 @@ import numpy as np
 cimport numpy as cnp
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
+from plast._core.codes cimport PLAST_DT_BF16, PLAST_DT_F16
 from plast.kernels.cpu._runtime cimport num_threads, simd_level
 
 from plast._core.codes import ACT_CODES as ACTIVATIONS  # numbered once, in _core/codes.h
@@ -37,11 +38,10 @@ cdef extern from "gemm16.h" nogil:
                        float beta, void *C, Py_ssize_t ldc, int out16, const plast_gemm_epilogue *ep)
     int plast_gemm_bf16_path(int simd)
 
-# what a 16-bit product's operands hold
+# what a product's operands hold (its `kind`): float32 / float64 arrays, or the 16-bit dtype (PLAST_DT_BF16:
+# bfloat16 bit patterns in uint16 arrays; PLAST_DT_F16: float16 arrays)
 cdef enum:
-    KIND_FLOAT = 0  # float32 / float64 arrays
-    KIND_BF16 = 1   # bfloat16 bit patterns in uint16 arrays
-    KIND_F16 = 2    # float16 arrays
+    KIND_FLOAT = -1
 
 
 # ---- exported entry points for other Cython modules (see _gemm.pxd) ----------------------------------------
@@ -97,9 +97,9 @@ cdef inline int _dtype_num(str fn, object a, object b, int kind) except -1:
     if ta != tb:
         raise TypeError(f"{fn}: a is {a.dtype} and b is {b.dtype}; both must have the same dtype "
                         f"(cast one with .astype)")
-    if kind == KIND_BF16 and ta != cnp.NPY_UINT16:
+    if kind == PLAST_DT_BF16 and ta != cnp.NPY_UINT16:
         raise TypeError(f"{fn}: bfloat16 operands are uint16 arrays of bit patterns, got {a.dtype}")
-    if kind == KIND_F16 and ta != cnp.NPY_FLOAT16:
+    if kind == PLAST_DT_F16 and ta != cnp.NPY_FLOAT16:
         raise TypeError(f"{fn}: float16 operands must be float16 arrays, got {a.dtype}")
     if kind == KIND_FLOAT and ta != cnp.NPY_FLOAT32 and ta != cnp.NPY_FLOAT64:
         raise TypeError(f"{fn}: dtype {a.dtype} is not supported; expected float32 or float64")
@@ -203,7 +203,7 @@ cdef class _Call:
                 e = ep[0]
                 if e.residual != NULL:
                     e.residual = <const char *>e.residual + b * e.residual_bstride * csize
-            if self.kind == KIND_BF16:
+            if self.kind == PLAST_DT_BF16:
                 err = plast_gemm_bf16(simd, nthreads, self.ta, self.tb, self.M, self.N, self.K, <float>self.alpha,
                                       <const unsigned short *>self.A + b * self.sa, self.lda,
                                       <const unsigned short *>self.B + b * self.sb, self.ldb, <float>self.beta,
@@ -393,9 +393,9 @@ def bmm(a, b, out=None, *, double alpha=1.0, double beta=0.0, bias=None, bias_ro
 
 cdef int _kind(str fn, str dtype) except -1:
     if dtype == "bfloat16":
-        return KIND_BF16
+        return PLAST_DT_BF16
     if dtype == "float16":
-        return KIND_F16
+        return PLAST_DT_F16
     raise ValueError(f"{fn}: dtype must be 'bfloat16' or 'float16', got {dtype!r}")
 
 

@@ -13,7 +13,7 @@ from ._views import np_view
 
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level, threads_for
 from plast.kernels.cpu._tensors cimport TensorBase, fill_bcast_strides, fill_shape, tensor_ptr
-from plast._core.codes cimport PLAST_BIN_COUNT
+from plast._core.codes cimport PLAST_BIN_COUNT, PLAST_DT_BOOL, PLAST_DT_F32, PLAST_DT_F64, PLAST_DT_I32, PLAST_DT_I64
 
 from plast._core import codes as _codes
 
@@ -207,12 +207,18 @@ def binary(node, inputs, outputs):
     """The op table's kernel for add/sub/mul/div/maximum/minimum: out = a <op> b with broadcasting, any strides
     (bool arithmetic is logical, as in torch: kernels.bool_binary)."""
     cdef TensorBase out = outputs[0]
-    if out.dtype.code == 0:
+    if out.dtype.code == PLAST_DT_BOOL:
         return bool_binary(node, inputs, outputs)
     binary_run(BINARY_CODES[node.op.name], inputs[0], inputs[1], out)
 
 
-_DTYPE_CODES = {np.dtype(np.int32): 1, np.dtype(np.int64): 2, np.dtype(np.float32): 3, np.dtype(np.float64): 4}
+# the dtypes the binary kernel takes
+_DTYPE_CODES = {
+    np.dtype(np.int32): PLAST_DT_I32,
+    np.dtype(np.int64): PLAST_DT_I64,
+    np.dtype(np.float32): PLAST_DT_F32,
+    np.dtype(np.float64): PLAST_DT_F64,
+}
 
 
 def binary_arrays(int op, a, b, out):
@@ -246,21 +252,24 @@ def philox_fill(str kind, int dtype, uint64_t seed, uint64_t offset, uintptr_t o
     cdef int k = 0 if kind == "uniform" else 1 if kind == "normal" else 2
     if k == 2 and kind != "u32":
         raise ValueError(f"unknown distribution {kind!r}")
-    if k < 2 and dtype != 3 and dtype != 4:  # the element size decides how far the kernel writes
-        raise ValueError(f"philox_fill: {kind} draws are float32 (code 3) or float64 (code 4), got code {dtype}")
+    if k < 2 and dtype != PLAST_DT_F32 and dtype != PLAST_DT_F64:  # the element size decides how far it writes
+        raise ValueError(
+            f"philox_fill: {kind} draws are float32 (code {PLAST_DT_F32}) or float64 (code {PLAST_DT_F64}), "
+            f"got code {dtype}"
+        )
     with nogil:
         if k == 0:
-            if dtype == 3:
+            if dtype == PLAST_DT_F32:
                 plast_philox_uniform_f32(nt, seed, offset, <float *>out, n, <float>p1, <float>p2)
             else:
                 plast_philox_uniform_f64(nt, seed, offset, <double *>out, n, p1, p2)
         elif k == 1:
-            if dtype == 3:
+            if dtype == PLAST_DT_F32:
                 plast_philox_normal_f32(nt, seed, offset, <float *>out, n, <float>p1, <float>p2)
             else:
                 plast_philox_normal_f64(nt, seed, offset, <double *>out, n, p1, p2)
         else:
             plast_philox_u32(nt, seed, offset, <uint32_t *>out, n)
-    if kind == "uniform" and dtype == 3 or kind == "u32":
+    if kind == "uniform" and dtype == PLAST_DT_F32 or kind == "u32":
         return (n + 3) // 4
     return (n + 1) // 2

@@ -7,6 +7,7 @@ dtypes), and the caller falls back to numpy (kernels/cpu/kernels.py ``gemm_into`
 the 16-bit GEMM (csrc/gemm16.h: float32 sums, one rounding after the epilogue)."""
 
 
+from plast._core.codes cimport PLAST_DT_BF16, PLAST_DT_F16, PLAST_DT_F32, PLAST_DT_F64
 from plast.kernels.cpu._gemm cimport gemm16_out16, gemm_batched_f32, gemm_batched_f64, plast_gemm_epilogue
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK
 from plast.kernels.cpu._tensors cimport TensorBase, tensor_ptr
@@ -63,19 +64,19 @@ cdef int _gemm_loop(int code, bint ta, bint tb, Py_ssize_t outer, Py_ssize_t bat
                     Py_ssize_t oa, const char *pb, Py_ssize_t ldb, Py_ssize_t sb, Py_ssize_t ob, char *pc,
                     Py_ssize_t es, const plast_gemm_epilogue *ep) noexcept nogil:
     """matmul_run's GEMM calls, one batched GEMM per step of the outer loop (one GEMM per matrix for the 16-bit
-    types: code 5 bfloat16, 6 float16); the first nonzero error code."""
+    types, bfloat16 and float16); the first nonzero error code."""
     cdef Py_ssize_t o, i
     cdef int err = 0
     for o in range(outer):
-        if code == 5 or code == 6:
+        if code == PLAST_DT_BF16 or code == PLAST_DT_F16:
             for i in range(batch):
-                err = gemm16_out16(code == 5, ta, tb, M, N, K, <float>alpha,
+                err = gemm16_out16(code == PLAST_DT_BF16, ta, tb, M, N, K, <float>alpha,
                                    <const unsigned short *>(pa + (o * oa + i * sa) * es), lda,
                                    <const unsigned short *>(pb + (o * ob + i * sb) * es), ldb, <float>beta,
                                    <unsigned short *>(pc + (o * batch + i) * M * N * es), N, ep)
                 if err:
                     return err
-        elif code == 3:
+        elif code == PLAST_DT_F32:
             err = gemm_batched_f32(ta, tb, batch, M, N, K, <float>alpha, <const float *>(pa + o * oa * es), lda, sa,
                                    <const float *>(pb + o * ob * es), ldb, sb, <float>beta,
                                    <float *>(pc + o * batch * M * N * es), N, M * N, ep)
@@ -94,7 +95,7 @@ cdef int matmul_run(TensorBase out, TensorBase a, TensorBase b, TensorBase bias,
     takes (nothing written). See ``matmul``."""
 
     cdef int code = out.dtype.code
-    if code != 3 and code != 4 and code != 5 and code != 6:  # float32, float64, bfloat16, float16
+    if code != PLAST_DT_F32 and code != PLAST_DT_F64 and code != PLAST_DT_BF16 and code != PLAST_DT_F16:
         return 0
     if a.dtype is not out.dtype or b.dtype is not out.dtype:
         return 0

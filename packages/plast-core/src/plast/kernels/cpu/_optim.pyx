@@ -25,12 +25,12 @@ from plast.kernels.cpu._runtime cimport num_threads, simd_level
 from plast._core._structs cimport Node, TensorBase
 from plast.memory.arena cimport Storage
 from plast._core.codes cimport (
+    PLAST_DT_F32,
+    PLAST_DT_F64,
     PLAST_OPT_ADAM,
     PLAST_OPT_AMSGRAD,
     PLAST_OPT_CENTERED,
     PLAST_OPT_DECOUPLED,
-    PLAST_OPT_F32,
-    PLAST_OPT_F64,
     PLAST_OPT_MAXIMIZE,
     PLAST_OPT_MOMENTUM,
     PLAST_OPT_NESTEROV,
@@ -69,11 +69,11 @@ cdef Py_ssize_t _built = 0  # Plans packed since import (tests check that replay
 
 
 cdef inline int _dtype_code(TensorBase t) noexcept:
-    """PLAST_OPT_F32 / PLAST_OPT_F64 for a float32 / float64 tensor, else -1."""
+    """PLAST_DT_F32 / PLAST_DT_F64 for a float32 / float64 tensor, else -1."""
     if t.dtype is _F32:
-        return PLAST_OPT_F32
+        return PLAST_DT_F32
     if t.dtype is _F64:
-        return PLAST_OPT_F64
+        return PLAST_DT_F64
     return -1
 
 
@@ -84,7 +84,7 @@ cdef inline char *_ptr(TensorBase t, int code, Py_ssize_t k) except NULL:
         raise RuntimeError(f"optimizer update: input {k} has no host memory (never computed, or not on the CPU)")
     if (<Storage>st).stale():
         st.check()  # raises StaleTensorError
-    return (<Storage>st).ptr + t._offset * (4 if code == PLAST_OPT_F32 else 8)
+    return (<Storage>st).ptr + t._offset * (4 if code == PLAST_DT_F32 else 8)
 
 
 cdef bint _contiguous(object shape, object strides, Py_ssize_t *numel) except -1:
@@ -336,7 +336,7 @@ cdef class Plan:
             row = self.hyper + r * PLAST_OPT_HYPER_WIDTH
             if self.hptr[r] != NULL:
                 for j in range(self.width):
-                    if self.hdt[r] == PLAST_OPT_F32:
+                    if self.hdt[r] == PLAST_DT_F32:
                         row[j] = (<const float *>self.hptr[r])[j]
                     else:
                         row[j] = (<const double *>self.hptr[r])[j]

@@ -7,7 +7,7 @@ called reduction, is here too: layout and call with no Python in between."""
 
 from plast.kernels.cpu._fast cimport reduce3d_c
 from plast.kernels.cpu._tensors cimport TensorBase, tensor_ptr
-from plast._core.codes cimport PLAST_RD_SUM
+from plast._core.codes cimport PLAST_DT_F32, PLAST_DT_F64, PLAST_RD_SUM
 
 from . import _fast  # no-cython-lint (imported so that a failed build shows up at import, not mid-step)
 
@@ -78,7 +78,7 @@ cdef class SumKernel:
         cdef Py_ssize_t a = 0, b = 0, nd = len(x._shape)
         cdef Py_ssize_t o0, o1, n0, n1, i0, i1
         dims = node.args[0]
-        if (code == 3 or code == 4) and out.dtype.code == code:
+        if (code == PLAST_DT_F32 or code == PLAST_DT_F64) and out.dtype.code == code:
             if nd:
                 if not dims:
                     self.fallback(node, inputs, outputs)

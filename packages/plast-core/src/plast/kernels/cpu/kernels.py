@@ -95,7 +95,7 @@ _FAST_UNARY = {
 def unary(node, inputs, outputs):
     x, out = inputs[0], outputs[0]
     code = _FAST_UNARY.get(node.op.name)
-    if code is not None and x.dtype is out.dtype and x.dtype.code in (3, 4):
+    if code is not None and x.dtype is out.dtype and x.dtype.code in (_fast.F32, _fast.F64):
         if out.numel():
             _fast.unary_nd(code, x.dtype.code, out._shape, address(x), x._strides, address(out), out._strides)
         return

@@ -11,12 +11,10 @@ import numpy as np
 from . import _attention
 from .kernels import address, np_view
 
-_CODES = {np.dtype(np.float32): _attention.F32, np.dtype(np.float64): _attention.F64}
-
 
 def _code(t):
-    code = _CODES.get(np.dtype(t.dtype.np))
-    if code is None:
+    code = t.dtype.code
+    if code not in (_attention.F32, _attention.F64):
         raise TypeError(f"attention kernel: dtype {t.dtype} is not supported; expected float32 or float64")
     return code
 

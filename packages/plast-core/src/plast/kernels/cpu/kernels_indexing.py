@@ -6,6 +6,7 @@ kernels that read them check every index and raise IndexError (naming the index 
 
 import numpy as np
 
+from ..._core import dtypes
 from ..._core._structs import TensorBase
 from ..._core.shapes import contiguous_strides
 from . import _kernels
@@ -129,7 +130,12 @@ def _key(ndim, shape, adv_pos, idx, wrap):
 def _put_key(ndim, shape, adv_pos, idx, wrap):
     """_key for writes, with the common one-position case (a single index tensor of one element and at most
     one dim: ``cache[:, :, pos] = row``) as a basic slice, which numpy assigns without fancy indexing."""
-    if len(idx) == 1 and idx[0].ndim <= 1 and idx[0].numel() == 1 and idx[0].dtype.code in (1, 2):
+    if (
+        len(idx) == 1
+        and idx[0].ndim <= 1
+        and idx[0].numel() == 1
+        and idx[0].dtype in (dtypes.int32, dtypes.int64)
+    ):
         p = adv_pos[0]
         size = shape[p]
         i = int(np_view(idx[0]).reshape(-1)[0])

@@ -526,7 +526,7 @@ def embedding(node, inputs, outputs):
 def embedding_backward(node, inputs, outputs):
     num, padding_idx = node.args
     o = outputs[0]
-    if o.dtype.code in (3, 4) and inputs[0].dtype is o.dtype and o.numel():
+    if o.dtype.code in _FLOAT and inputs[0].dtype is o.dtype and o.numel():
         ids = _ids(inputs[1])
         dim = o._shape[1]
         g = np_view(inputs[0]).reshape(-1, dim)

@@ -9,7 +9,7 @@ Pure Python (and plast._core.codes): importable and testable without pycuda.
 
 import struct
 
-from ..._core.codes import ERROR_CODES
+from ..._core.codes import DTYPE_CODES, ERROR_CODES
 
 MAX_DIMS = 8  # PLAST_MAX_DIMS in common.cuh
 MAX_INDICES = 4  # PLAST_MAX_INDICES in index.cu
@@ -185,7 +185,7 @@ class Params:
 
     def scalar(self, dtype_code, v):
         """A float parameter of a kernel templated on T: float for float32, double for float64."""
-        return self.f64(v) if dtype_code == 4 else self.f32(v)
+        return self.f64(v) if dtype_code == DTYPE_CODES["float64"] else self.f32(v)
 
     def raw(self, data, align=8):
         """A struct passed by value (already packed)."""

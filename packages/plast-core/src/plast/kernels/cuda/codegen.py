@@ -24,7 +24,7 @@ import numpy as np
 from ..cpu import _fused
 from . import loader
 from .abi import Params
-from .kernels import addr, collapse, grid1
+from .kernels import F32, F64, addr, collapse, grid1
 
 # opcodes of the chain bytecode: _fused.OPCODES is the one table (csrc/elementwise_chain.h, unary.h)
 OPCODES = dict(_fused.OPCODES)
@@ -40,7 +40,7 @@ MAX_INPUTS = _fused.MAX_IO
 # --fmad=false: instructions round one by one, as on the CPU (see the module docstring)
 NVCC_OPTIONS = ("-O3", "-std=c++17", "-lineinfo", "--fmad=false")
 
-_CTYPE = {3: "float", 4: "double"}
+_CTYPE = {F32: "float", F64: "double"}
 _BIN_EXPR = {
     "add": "{a} + {b}",
     "sub": "{a} - {b}",
@@ -108,7 +108,7 @@ _UNARY_F64 = {
     "square": ("return x * x;", ()),
     "sign": ("return x > 0 ? 1.0 : x < 0 ? -1.0 : x;", ()),
 }
-_UNARY = {3: _UNARY_F32, 4: _UNARY_F64}
+_UNARY = {F32: _UNARY_F32, F64: _UNARY_F64}
 assert set(_UNARY_F32) == set(UNARY) == set(_UNARY_F64) and set(_BIN_EXPR) == set(BINARY)
 
 
@@ -189,11 +189,13 @@ def listing(instructions):
 
 
 def generate(program, dtype_code, kinds, ndim, idx32=True):
-    """CUDA C++ source of one kernel (`KERNEL_NAME`) computing `program` for dtype code 3 (float32) or 4
-    (float64). `kinds`: one of "c", "s", "g" per input and, last, for the output (see the module docstring);
+    """CUDA C++ source of one kernel (`KERNEL_NAME`) computing `program` for dtype code F32 (float32) or
+    F64 (float64). `kinds`: one of "c", "s", "g" per input and, last, for the output (see the module docstring);
     `ndim`: dims of the merged iteration shape; `idx32`: 32-bit index arithmetic."""
     if dtype_code not in _CTYPE:
-        raise ValueError(f"fused program: float32 or float64 only (dtype code 3 or 4), got {dtype_code}")
+        raise ValueError(
+            f"fused program: float32 or float64 only (dtype code {F32} or {F64}), got {dtype_code}"
+        )
     nin = len(kinds) - 1
     if nin < 1 or any(k not in "csg" for k in kinds):
         raise ValueError(

@@ -21,9 +21,12 @@ from ...memory import cuda as memory
 from . import abi, graphs, loader
 from .abi import Params, flagged_error
 
-SUF = {0: "u8", 1: "i32", 2: "i64", 3: "f32", 4: "f64"}
-NP_DTYPE = {0: np.bool_, 1: np.int32, 2: np.int64, 3: np.float32, 4: np.float64}
-ITEMSIZE = {0: 1, 1: 4, 2: 8, 3: 4, 4: 8}
+# the codes of the dtypes the CUDA kernels take (numbered in _core/codes.h): an Operand's `code`; a kernel's name
+# ends with its dtype's suffix
+BOOL, I32, I64, F32, F64 = (codes.DTYPE_CODES[n] for n in ("bool", "int32", "int64", "float32", "float64"))
+SUF = {BOOL: "u8", I32: "i32", I64: "i64", F32: "f32", F64: "f64"}
+NP_DTYPE = {BOOL: np.bool_, I32: np.int32, I64: np.int64, F32: np.float32, F64: np.float64}
+ITEMSIZE = {BOOL: 1, I32: 4, I64: 8, F32: 4, F64: 8}
 BLOCK = 256
 MAX_GRID = 1 << 20  # grid-stride loops: more blocks than this only add scheduling work
 
@@ -326,6 +329,8 @@ UNARY_CODES = dict(codes.UNARY_CODES, reduce_safe_sqrt=codes.UNARY_CODES["sqrt"]
 PREDICATE_CODES = {
     name: codes.PREDICATE_CODES[name] for name in ("isfinite", "isnan", "isinf", "logical_not")
 }
+# the integer divisions, which report a zero divisor through the error flag
+_INT_DIVISIONS = tuple(codes.BINARY_CODES[n] for n in ("floor_divide", "remainder", "fmod"))
 
 
 def binary_raw(opcode, a, b, out_addr, out_shape, out_strides, code, err=0):
@@ -354,7 +359,7 @@ def binary(node, inputs, outputs):
     code = out.dtype.code
     a, b = (as_code(operand(t), code) for t in inputs)
     opcode = BINARY_CODES[name]
-    if code in (1, 2) and opcode in (7, 8, 9):
+    if code in (I32, I64) and opcode in _INT_DIVISIONS:
         with checked(lambda *e: ZeroDivisionError(f"{name}: integer division by zero")) as err:
             binary_raw(opcode, a, b, addr(out), out._shape, out._strides, code, err)
     else:
@@ -419,7 +424,7 @@ def where(node, inputs, outputs):
     if n == 0:
         return
     code = out.dtype.code
-    c = as_code(operand(inputs[0]), 0)
+    c = as_code(operand(inputs[0]), BOOL)
     a, b = (as_code(operand(t), code) for t in inputs[1:])
     shape = out._shape
     lc, la, lb, lo = layouts(
@@ -470,7 +475,7 @@ def bool_mask_to_additive(node, inputs, outputs):
     n = out.numel()
     if n == 0:
         return
-    m = as_code(operand(inputs[0]), 0)
+    m = as_code(operand(inputs[0]), BOOL)
     (lm,) = layouts(m.shape, [m.strides])
     p = Params().ptr(m.addr).raw(lm).ptr(addr(out)).i64(n)
     launch("elementwise", f"mask_to_additive_{SUF[out.dtype.code]}", grid1(n), (BLOCK,), p)
@@ -480,9 +485,9 @@ def bool_mask_to_additive(node, inputs, outputs):
 
 
 def _index_dtype(t):
-    if t.dtype.code not in (1, 2):
+    if t.dtype.code not in (I32, I64):
         raise NotImplementedError(f"CUDA indexing takes int32/int64 index tensors, got {t.dtype}")
-    return t.dtype.code == 2
+    return t.dtype.code == I64
 
 
 def _broadcast(shapes):
@@ -554,7 +559,7 @@ def scatter_raw(src, shape, out_addr, out_strides, per_idx, wrap, accumulate, co
         return
     (ls, lo), ix = _indices(shape, _bstrides(src, shape), per_idx, wrap, extra_strides=(out_strides,))
     with checked(_index_error) as err:
-        if code == 0:
+        if code == BOOL:
             if accumulate:
                 raise NotImplementedError("CUDA index accumulation into bool tensors")
             p = Params().ptr(src.addr).raw(ls).raw(ix).ptr(out_addr).raw(lo).i64(n).ptr(err)
@@ -705,8 +710,8 @@ def argminmax(node, inputs, outputs):
     x, out = operand(inputs[0]), outputs[0]
     if out.numel() == 0:
         return
-    if x.code == 0:
-        x = as_code(x, 1)
+    if x.code == BOOL:
+        x = as_code(x, I32)
     if dim is None or not x.shape:
         x = contiguous(x)
         lk, R, rs, n_out = abi.layout((1,), (0,)), max(prod(x.shape), 1), 1, 1
@@ -737,7 +742,7 @@ def logsumexp(node, inputs, outputs):
 
 
 def _float_dtype(t, what):
-    if t.dtype.code not in (3, 4):
+    if t.dtype.code not in (F32, F64):
         raise NotImplementedError(f"CUDA {what} runs on float32/float64 tensors, got {t.dtype}")
     return t.dtype.code
 
@@ -850,8 +855,8 @@ def sort_into(x, dim, descending, k, out_addr, out_shape, out_strides):
     """sort_raw into int64 memory at out_addr with out_shape / out_strides (scratch needs no tensor)."""
     if prod(out_shape) == 0:
         return
-    if x.code == 0:
-        x = as_code(x, 1)
+    if x.code == BOOL:
+        x = as_code(x, I32)
     shape = x.shape if x.shape else (1,)
     xst = x.strides if x.shape else (0,)
     ost = out_strides if out_shape else (1,)

@@ -14,6 +14,8 @@ from ..cpu.kernels import np_view
 from .abi import Params
 from .kernels import (
     BLOCK,
+    F32,
+    F64,
     ITEMSIZE,
     MAX_GRID,
     NP_DTYPE,
@@ -172,9 +174,9 @@ def multinomial(node, inputs, outputs):
     if cats == 0:
         raise RuntimeError(MULTINOMIAL_ERRORS[MULTINOMIAL_ERROR_CODES["no_positive"]])
     w = operand(w_t)
-    if w.code not in (3, 4):
-        w = as_code(w, 4)
-    u = _on_device(u_t, 4)
+    if w.code not in (F32, F64):
+        w = as_code(w, F64)
+    u = _on_device(u_t, F64)
     s0, s1 = w.strides
     suf = SUF[w.code]
     if replacement:

@@ -23,6 +23,10 @@ from . import abi, graphs
 from .abi import Params
 from .kernels import (
     BLOCK,
+    F32,
+    F64,
+    I32,
+    I64,
     ITEMSIZE,
     MAX_GRID,
     SUF,
@@ -51,7 +55,7 @@ from .kernels import (
 
 
 def _float_code(code, what):
-    if code not in (3, 4):
+    if code not in (F32, F64):
         raise NotImplementedError(f"CUDA {what} runs on float32/float64 tensors, got dtype code {code}")
     return code
 
@@ -87,7 +91,7 @@ def gemm(a, b, out, *, bias=None, alpha=1.0, beta=1.0, act=0):
     sbk, sbn = b_st[-2], b_st[-1]
     a_kfast = 1 if abs(sak) <= abs(sam) else 0
     b_nfast = 1 if abs(sbn) <= abs(sbk) else 0
-    tf32 = code == 3 and flags.allow_tf32
+    tf32 = code == F32 and flags.allow_tf32
     args = abi.gemm_args(
         M,
         N,
@@ -217,10 +221,10 @@ def _loss_setup(x, target, w, kind, code):
         _, tst, st = _class_rows(target.shape, target.strides)
         t64 = 0
     else:
-        if target.code not in (1, 2):
-            target = as_code(target, 2)
+        if target.code not in (I32, I64):
+            target = as_code(target, I64)
         tst = _bs(target, rshape) if target.shape else (0,) * len(rshape)
-        st, t64 = 0, 1 if target.code == 2 else 0
+        st, t64 = 0, 1 if target.code == I64 else 0
     lx, lt = layouts(rshape, [xst, tst])
     wop = contiguous(w, code) if w is not None else None
     return lx, lt, sk, st, t64, K, M, rshape, target, wop
@@ -510,8 +514,8 @@ def _id_error(op, n, what="id"):
 
 def _ids(t):
     ids = operand(t)
-    if ids.code not in (1, 2):
-        ids = as_code(ids, 2)
+    if ids.code not in (I32, I64):
+        ids = as_code(ids, I64)
     (lid,) = layouts(ids.shape, [ids.strides])
     return ids, lid
 
@@ -526,7 +530,7 @@ def embedding(node, inputs, outputs):
     n_ids = prod(ids.shape)
     with checked(_id_error("embedding", V)) as err:
         if n_ids:
-            p = Params().ptr(ids.addr).i32(ids.code == 2).raw(lid).i64(n_ids).ptr(addr(w)).i64(V).i64(D)
+            p = Params().ptr(ids.addr).i32(ids.code == I64).raw(lid).i64(n_ids).ptr(addr(w)).i64(V).i64(D)
             p.i64(w._strides[0]).i64(w._strides[1]).ptr(addr(out))
             p.i64(NO_IGNORE if padding_idx is None else padding_idx).i32(1 if zero_padding else 0).ptr(err)
             launch(
@@ -547,7 +551,7 @@ def embedding_backward(node, inputs, outputs):
         return
     (lg,) = layouts(g.shape, [g.strides])
     with checked(_id_error("embedding", num)) as err:
-        p = Params().ptr(g.addr).raw(lg).ptr(ids.addr).i32(ids.code == 2).raw(lid).i64(n_ids).ptr(addr(out))
+        p = Params().ptr(g.addr).raw(lg).ptr(ids.addr).i32(ids.code == I64).raw(lid).i64(n_ids).ptr(addr(out))
         p.i64(num).i64(D).i64(NO_IGNORE if padding_idx is None else padding_idx).ptr(err)
         launch("index", f"embedding_bwd_{SUF[code]}", (min(n_ids, MAX_GRID),), (pow2_at_least(D, hi=256),), p)
 
@@ -560,7 +564,7 @@ def one_hot(node, inputs, outputs):
     n = prod(ids.shape)
     with checked(_id_error("one_hot", k, "class index")) as err:
         if n and k:
-            p = Params().ptr(ids.addr).i32(ids.code == 2).raw(lid).i64(n).i64(k).ptr(addr(out)).ptr(err)
+            p = Params().ptr(ids.addr).i32(ids.code == I64).raw(lid).i64(n).i64(k).ptr(addr(out)).ptr(err)
             launch("index", "one_hot", grid1(n), (BLOCK,), p)
 
 
@@ -878,7 +882,7 @@ def flash_attention_forward(q, k, v, out, lse, *, causal=False, scale=None):
     """
     B, H, L, D = q.shape
     S, Dv = k.shape[2], v.shape[3]
-    (q, qs), (k, ks), (v, vs) = _bhl(as_code(q, 3)), _bhl(as_code(k, 3)), _bhl(as_code(v, 3))
+    (q, qs), (k, ks), (v, vs) = _bhl(as_code(q, F32)), _bhl(as_code(k, F32)), _bhl(as_code(v, F32))
     sc = 1.0 / math.sqrt(D) if scale is None else float(scale)
     args = abi.attn_args(B, H, L, S, D, Dv, qs, ks, vs, (0, 0, 0), sc, causal)
     if B * H * L == 0:
@@ -892,7 +896,7 @@ def flash_attention_backward(q, k, v, o, lse, g, dq, dk, dv, *, causal=False, sc
     contiguous), lse (address) and the output gradient g (operand)."""
     B, H, L, D = q.shape
     S, Dv = k.shape[2], v.shape[3]
-    (q, qs), (k, ks), (v, vs), (g, gs) = (_bhl(as_code(t, 3)) for t in (q, k, v, g))
+    (q, qs), (k, ks), (v, vs), (g, gs) = (_bhl(as_code(t, F32)) for t in (q, k, v, g))
     sc = 1.0 / math.sqrt(D) if scale is None else float(scale)
     args = abi.attn_args(B, H, L, S, D, Dv, qs, ks, vs, gs, sc, causal)
     rows = B * H * L
@@ -917,7 +921,7 @@ def flash_attention_backward(q, k, v, o, lse, g, dq, dk, dv, *, causal=False, sc
 def _bhld(t):
     """A (..., L, D) tensor as a (1, H, L, D) float32 operand, its batch dims merged into H (copied when they
     do not merge)."""
-    op_ = as_code(operand(t), 3)
+    op_ = as_code(operand(t), F32)
     batch, st = op_.shape[:-2], op_.strides[:-2]
     shp, (bst,) = collapse(batch, [st]) if batch else ((1,), [(0,)])
     if len(shp) != 1:
@@ -930,7 +934,7 @@ def _bhld(t):
 
 
 def _attention_dtype(t):
-    if t.dtype.code != 3:
+    if t.dtype.code != F32:
         raise NotImplementedError(
             f"the CUDA flash attention kernels run on float32, got {t.dtype}; use float32 or run it on the CPU"
         )
@@ -951,7 +955,7 @@ def flash_attention_backward_op(node, inputs, outputs):
     q, k, v, o, lse, g = inputs
     _attention_dtype(q)
     dq, dk, dv = outputs
-    o_c, lse_c = contiguous(as_code(operand(o), 3)), contiguous(as_code(operand(lse), 3))
+    o_c, lse_c = contiguous(as_code(operand(o), F32)), contiguous(as_code(operand(lse), F32))
     flash_attention_backward(
         *(_bhld(t) for t in (q, k, v)),
         o_c.addr,
@@ -986,9 +990,9 @@ def _device_bytes(data):
 
 
 def _f64(t):
-    if t.dtype.code not in (3, 4):
+    if t.dtype.code not in (F32, F64):
         raise NotImplementedError(f"CUDA optimizer updates take float32/float64 tensors, got {t.dtype}")
-    return 1 if t.dtype.code == 4 else 0
+    return 1 if t.dtype.code == F64 else 0
 
 
 def _need_contiguous(ts, what):
@@ -1139,13 +1143,13 @@ def philox_fill(kind, dtype_code, seed, offset, address, n, p1, p2):
     if kind == "u32":
         blocks, name = (n + 3) // 4, "philox_u32"
     elif kind == "uniform":
-        blocks = (n + 3) // 4 if dtype_code == 3 else (n + 1) // 2
+        blocks = (n + 3) // 4 if dtype_code == F32 else (n + 1) // 2
         name = f"philox_uniform_{SUF[dtype_code]}"
     elif kind == "normal":
         blocks, name = (n + 1) // 2, f"philox_normal_{SUF[dtype_code]}"
     else:
         raise ValueError(f"unknown distribution {kind!r}")
-    if kind != "u32" and dtype_code not in (3, 4):
+    if kind != "u32" and dtype_code not in (F32, F64):
         raise ValueError(f"{kind} draws are float32 or float64, got dtype code {dtype_code}")
     if n == 0:
         return blocks

@@ -34,7 +34,7 @@ typedef struct {
 #include "vec_levels.h"
 
 static int check_dims(int dtype, const plast_attn_dims *d) {
-    if (dtype != PLAST_ATTN_F32 && dtype != PLAST_ATTN_F64) return PLAST_ATTN_EINVAL;
+    if (dtype != PLAST_DT_F32 && dtype != PLAST_DT_F64) return PLAST_ATTN_EINVAL;
     if (d->B < 0 || d->H < 0 || d->L < 0 || d->S < 0 || d->D < 1 || d->Dv < 1) return PLAST_ATTN_EINVAL;
     if (!isfinite(d->scale)) return PLAST_ATTN_EINVAL;
     return PLAST_ATTN_OK;
@@ -86,7 +86,7 @@ static void fwd_part(int simd, int dtype, const attn_ctx *c, ptrdiff_t need, siz
     plast_omp_range(tasks, tid, T, &lo, &hi);
     for (ptrdiff_t t = lo; t < hi; t++) {
         if (!scratch) continue;
-        if (dtype == PLAST_ATTN_F32)
+        if (dtype == PLAST_DT_F32)
             PLAST_VEC_DISPATCH(fwd_task_f32, c, t / nparts, t % nparts, nparts, (float *)scratch);
         else PLAST_VEC_DISPATCH(fwd_task_f64, c, t / nparts, t % nparts, nparts, (double *)scratch);
     }
@@ -109,8 +109,8 @@ int plast_attn_fwd(int simd, int nthreads, int dtype, const plast_attn_dims *dim
     ptrdiff_t nparts = 1;
     if (BH < nt) nparts = (nt + BH - 1) / BH < c.nqb ? (nt + BH - 1) / BH : c.nqb;
     const ptrdiff_t tasks = BH * nparts;
-    const size_t esize = dtype == PLAST_ATTN_F32 ? sizeof(float) : sizeof(double);
-    const ptrdiff_t need = dtype == PLAST_ATTN_F32 ? fwd_scratch_f32_scalar(&c) : fwd_scratch_f64_scalar(&c);
+    const size_t esize = dtype == PLAST_DT_F32 ? sizeof(float) : sizeof(double);
+    const ptrdiff_t need = dtype == PLAST_DT_F32 ? fwd_scratch_f32_scalar(&c) : fwd_scratch_f64_scalar(&c);
     int fail = 0;
     PLAST_PARALLEL(nt, fwd_part, simd, dtype, &c, need, esize, nparts, tasks, &fail);
     return fail ? PLAST_ATTN_ENOMEM : PLAST_ATTN_OK;
@@ -133,7 +133,7 @@ static void bwd_part(int simd, int dtype, const attn_ctx *c, ptrdiff_t need, siz
         plast_omp_range(BH, tid, T, &lo, &hi);
         for (ptrdiff_t bh = lo; bh < hi; bh++) {
             if (!scratch) continue;
-            if (dtype == PLAST_ATTN_F32) PLAST_VEC_DISPATCH(bwd_head_task_f32, c, bh, (float *)scratch);
+            if (dtype == PLAST_DT_F32) PLAST_VEC_DISPATCH(bwd_head_task_f32, c, bh, (float *)scratch);
             else PLAST_VEC_DISPATCH(bwd_head_task_f64, c, bh, (double *)scratch);
         }
     } else {
@@ -141,8 +141,7 @@ static void bwd_part(int simd, int dtype, const attn_ctx *c, ptrdiff_t need, siz
         plast_omp_range(kv_tasks, tid, T, &lo, &hi);
         for (ptrdiff_t t = lo; t < hi; t++) {
             if (!scratch) continue;
-            if (dtype == PLAST_ATTN_F32)
-                PLAST_VEC_DISPATCH(bwd_kv_task_f32, c, t / c->nkb, t % c->nkb, (float *)scratch);
+            if (dtype == PLAST_DT_F32) PLAST_VEC_DISPATCH(bwd_kv_task_f32, c, t / c->nkb, t % c->nkb, (float *)scratch);
             else PLAST_VEC_DISPATCH(bwd_kv_task_f64, c, t / c->nkb, t % c->nkb, (double *)scratch);
         }
 #if PLAST_HAVE_OPENMP
@@ -153,8 +152,7 @@ static void bwd_part(int simd, int dtype, const attn_ctx *c, ptrdiff_t need, siz
         plast_omp_range(q_tasks, tid, T, &lo, &hi);
         for (ptrdiff_t t = lo; t < hi; t++) {
             if (!scratch) continue;
-            if (dtype == PLAST_ATTN_F32)
-                PLAST_VEC_DISPATCH(bwd_q_task_f32, c, t / c->nqb, t % c->nqb, (float *)scratch);
+            if (dtype == PLAST_DT_F32) PLAST_VEC_DISPATCH(bwd_q_task_f32, c, t / c->nqb, t % c->nqb, (float *)scratch);
             else PLAST_VEC_DISPATCH(bwd_q_task_f64, c, t / c->nqb, t % c->nqb, (double *)scratch);
         }
     }
@@ -177,8 +175,8 @@ int plast_attn_bwd(int simd, int nthreads, int dtype, const plast_attn_dims *dim
     /* fewer heads than threads: dk/dv by (head, key block), then dq by (head, query block), so that no two
      * threads accumulate into the same gradient rows */
     const int split = BH < nt && c.L > 0 && c.S > 0;
-    const size_t esize = dtype == PLAST_ATTN_F32 ? sizeof(float) : sizeof(double);
-    const ptrdiff_t need = dtype == PLAST_ATTN_F32 ? bwd_scratch_f32_scalar(&c) : bwd_scratch_f64_scalar(&c);
+    const size_t esize = dtype == PLAST_DT_F32 ? sizeof(float) : sizeof(double);
+    const ptrdiff_t need = dtype == PLAST_DT_F32 ? bwd_scratch_f32_scalar(&c) : bwd_scratch_f64_scalar(&c);
     int fail = 0;
     PLAST_PARALLEL(nt, bwd_part, simd, dtype, &c, need, esize, split, &fail);
     return fail ? PLAST_ATTN_ENOMEM : PLAST_ATTN_OK;

@@ -26,10 +26,8 @@
 
 #include <stddef.h>
 
+#include "codes.h" /* PLAST_DT_*: the dtype codes (plast/_core/codes.h) */
 #include "plast_simd.h"
-
-#define PLAST_ATTN_F32 0
-#define PLAST_ATTN_F64 1
 
 #define PLAST_ATTN_OK     0
 #define PLAST_ATTN_EINVAL -1

@@ -95,10 +95,10 @@ int plast_convert16(int simd, int nthreads, int src_code, const void *src, int d
     cv_fn fn = NULL;
     ptrdiff_t ss = 2, ds = 4;
     const int v = PLAST_X86 && simd >= PLAST_SIMD_AVX512;
-    if (src_code == PLAST_CODE_BF16 && dst_code == PLAST_CODE_F32) fn = cv_bf16_f32_scalar;
-    else if (src_code == PLAST_CODE_F16 && dst_code == PLAST_CODE_F32) fn = cv_f16_f32_scalar;
-    else if (src_code == PLAST_CODE_F32 && dst_code == PLAST_CODE_BF16) fn = cv_f32_bf16_scalar, ss = 4, ds = 2;
-    else if (src_code == PLAST_CODE_F32 && dst_code == PLAST_CODE_F16) fn = cv_f32_f16_scalar, ss = 4, ds = 2;
+    if (src_code == PLAST_DT_BF16 && dst_code == PLAST_DT_F32) fn = cv_bf16_f32_scalar;
+    else if (src_code == PLAST_DT_F16 && dst_code == PLAST_DT_F32) fn = cv_f16_f32_scalar;
+    else if (src_code == PLAST_DT_F32 && dst_code == PLAST_DT_BF16) fn = cv_f32_bf16_scalar, ss = 4, ds = 2;
+    else if (src_code == PLAST_DT_F32 && dst_code == PLAST_DT_F16) fn = cv_f32_f16_scalar, ss = 4, ds = 2;
     else return 1;
 #if PLAST_X86
     if (v) {

@@ -178,21 +178,21 @@ static void run_inner(int simd, int op, int dtype, const char *a, ptrdiff_t sa, 
                       ptrdiff_t so, ptrdiff_t n) {
     int fast = so == 1 && (sa == 0 || sa == 1) && (sb == 0 || sb == 1);
     switch (dtype) {
-    case PLAST_F32:
+    case PLAST_DT_F32:
         if (fast)
             plast_binary_contig_f32(simd, op, (const float *)a, sa == 0, (const float *)b, sb == 0, (float *)o, n);
         else binary_strided_f32(op, (const float *)a, sa, (const float *)b, sb, (float *)o, so, n);
         break;
-    case PLAST_F64:
+    case PLAST_DT_F64:
         if (fast)
             plast_binary_contig_f64(simd, op, (const double *)a, sa == 0, (const double *)b, sb == 0, (double *)o, n);
         else binary_strided_f64(op, (const double *)a, sa, (const double *)b, sb, (double *)o, so, n);
         break;
-    case PLAST_I64:
+    case PLAST_DT_I64:
         if (fast) binary_scalar_i64(op, (const int64_t *)a, sa, (const int64_t *)b, sb, (int64_t *)o, n);
         else binary_strided_i64(op, (const int64_t *)a, sa, (const int64_t *)b, sb, (int64_t *)o, so, n);
         break;
-    case PLAST_I32:
+    case PLAST_DT_I32:
         if (fast) binary_scalar_i32(op, (const int32_t *)a, sa, (const int32_t *)b, sb, (int32_t *)o, n);
         else binary_strided_i32(op, (const int32_t *)a, sa, (const int32_t *)b, sb, (int32_t *)o, so, n);
         break;
@@ -201,11 +201,11 @@ static void run_inner(int simd, int op, int dtype, const char *a, ptrdiff_t sa, 
 
 static ptrdiff_t dtype_size(int dtype) {
     switch (dtype) {
-    case PLAST_BOOL: return 1;
-    case PLAST_I32:
-    case PLAST_F32: return 4;
-    case PLAST_I64:
-    case PLAST_F64: return 8;
+    case PLAST_DT_BOOL: return 1;
+    case PLAST_DT_I32:
+    case PLAST_DT_F32: return 4;
+    case PLAST_DT_I64:
+    case PLAST_DT_F64: return 8;
     }
     return 0;
 }
@@ -246,9 +246,10 @@ static inline void bin_task(const bin_job *j, ptrdiff_t t) {
 int plast_binary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape, const char *a,
                     const ptrdiff_t *a_strides, const char *b, const ptrdiff_t *b_strides, char *out,
                     const ptrdiff_t *out_strides) {
-    if (op < 0 || op >= PLAST_BIN_COUNT || dtype < PLAST_I32 || dtype > PLAST_F64 || ndim > PLAST_MAX_NDIM) return -1;
+    if (op < 0 || op >= PLAST_BIN_COUNT || dtype < PLAST_DT_I32 || dtype > PLAST_DT_F64 || ndim > PLAST_MAX_NDIM)
+        return -1;
     /* integer division by zero traps in C: the op layer sends integer `/` to floats and `//` elsewhere */
-    if (op == PLAST_BIN_DIV && (dtype == PLAST_I32 || dtype == PLAST_I64)) return -1;
+    if (op == PLAST_BIN_DIV && (dtype == PLAST_DT_I32 || dtype == PLAST_DT_I64)) return -1;
     ptrdiff_t sh[PLAST_MAX_NDIM], sa[PLAST_MAX_NDIM], sb[PLAST_MAX_NDIM], so[PLAST_MAX_NDIM];
     int nd = 0;
     /* drop size-1 dims, then merge neighbours that are contiguous for every operand */

@@ -7,13 +7,10 @@
 #ifndef PLAST_ELEMENTWISE_H
 #define PLAST_ELEMENTWISE_H
 
-#include "codes.h" /* PLAST_BIN_*: the binary op codes (plast/_core/codes.h) */
+#include "codes.h" /* PLAST_BIN_*: the binary op codes; PLAST_DT_*: the dtype codes (plast/_core/codes.h) */
 #include "plast_simd.h"
 
 #define PLAST_MAX_NDIM 16
-
-/* dtype codes: must match plast._core.dtypes (dtype.code) */
-enum { PLAST_BOOL = 0, PLAST_I32 = 1, PLAST_I64 = 2, PLAST_F32 = 3, PLAST_F64 = 4 };
 
 /* Contiguous 1-d kernels. a_bcast / b_bcast: that operand is one value repeated (stride 0). */
 void plast_binary_contig_f32(int simd, int op, const float *a, int a_bcast, const float *b, int b_bcast, float *out,

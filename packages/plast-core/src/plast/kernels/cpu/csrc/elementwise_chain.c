@@ -152,7 +152,7 @@ static void fx_part(const fx_job *j, int tid, int T) {
         }
         for (int k = 0; k < nin; k++) ip[k] = ins[k] + off[k] * es;
         for (int k = 0; k < nout; k++) op[k] = outs[k] + off[nin + k] * es;
-        if (dtype == 3) tile_f32(simd, prog, ninstr, m, ip, is, op, os, (float *)regs);
+        if (dtype == PLAST_DT_F32) tile_f32(simd, prog, ninstr, m, ip, is, op, os, (float *)regs);
         else tile_f64(simd, prog, ninstr, m, ip, is, op, os, (double *)regs);
     }
 }
@@ -160,7 +160,9 @@ static void fx_part(const fx_job *j, int tid, int T) {
 int plast_fused_run(int simd, int nthreads, int dtype, const int32_t *prog, int ninstr, int ndim,
                     const ptrdiff_t *shape, int nin, const char *const *ins, const ptrdiff_t *in_strides, int nout,
                     char *const *outs, const ptrdiff_t *out_strides) {
-    if ((dtype != 3 && dtype != 4) || ndim > MAX_NDIM || nin > PLAST_FX_MAX_IO || nout > PLAST_FX_MAX_IO) return -1;
+    if ((dtype != PLAST_DT_F32 && dtype != PLAST_DT_F64) || ndim > MAX_NDIM || nin > PLAST_FX_MAX_IO ||
+        nout > PLAST_FX_MAX_IO)
+        return -1;
     if (plast_fused_check(prog, ninstr, nin, nout)) return -2;
     int nops = nin + nout;
     ptrdiff_t sh[MAX_NDIM], st[2 * PLAST_FX_MAX_IO][MAX_NDIM];
@@ -186,7 +188,7 @@ int plast_fused_run(int simd, int nthreads, int dtype, const int32_t *prog, int 
         for (int k = 0; k < nops; k++) st[k][0] = 0;
         nd = 1;
     }
-    ptrdiff_t es = dtype == 3 ? 4 : 8, cap = TILE_BYTES / es;
+    ptrdiff_t es = dtype == PLAST_DT_F32 ? 4 : 8, cap = TILE_BYTES / es;
     ptrdiff_t inner = sh[nd - 1], outer = 1;
     for (int d = 0; d < nd - 1; d++) outer *= sh[d];
     ptrdiff_t per_row = (inner + cap - 1) / cap, tasks = outer * per_row;

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codes.h" /* PLAST_DT_*: the dtype codes (plast/_core/codes.h) */
 #include "plast_simd.h"
 
 #define PLAST_FX_MAX_REGS 16
@@ -27,8 +28,8 @@ enum { PLAST_FX_LOAD = 0, PLAST_FX_CONST = 1, PLAST_FX_STORE = 2, PLAST_FX_ADD =
 /* Checks a program against nin inputs / nout outputs: returns 0, or -(1 + index of the first bad instruction). */
 int plast_fused_check(const int32_t *prog, int ninstr, int nin, int nout);
 
-/* Runs a checked program over `shape` (strides in elements, one row of ndim per operand). dtype 3 or 4.
- * Returns 0, or a negative code (bad program, dtype or ndim). */
+/* Runs a checked program over `shape` (strides in elements, one row of ndim per operand). dtype PLAST_DT_F32 or
+ * PLAST_DT_F64. Returns 0, or a negative code (bad program, dtype or ndim). */
 int plast_fused_run(int simd, int nthreads, int dtype, const int32_t *prog, int ninstr, int ndim,
                     const ptrdiff_t *shape, int nin, const char *const *ins, const ptrdiff_t *in_strides, int nout,
                     char *const *outs, const ptrdiff_t *out_strides);

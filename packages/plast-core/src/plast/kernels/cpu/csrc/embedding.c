@@ -56,7 +56,7 @@ static void emb_bw_slice(int simd, int dtype, ptrdiff_t nids, const int64_t *ids
     if (len > 0) {
         for (ptrdiff_t r = 0; r < nids; r++) {
             int64_t id = id_at(ids64, ids32, r);
-            if (dtype == 3)
+            if (dtype == PLAST_DT_F32)
                 PLAST_VEC_DISPATCH(emb_add, (float *)out + id * dim + c0, (const float *)g + r * g_row + c0, len);
             else
                 PLAST_VEC_DISPATCH(emb_add_f64, (double *)out + id * dim + c0, (const double *)g + r * g_row + c0, len);
@@ -67,10 +67,10 @@ static void emb_bw_slice(int simd, int dtype, ptrdiff_t nids, const int64_t *ids
 int plast_embedding_bw(int simd, int nthreads, int dtype, ptrdiff_t nids, const int64_t *ids64, const int32_t *ids32,
                        ptrdiff_t num, ptrdiff_t dim, const char *g, ptrdiff_t g_row, char *out, int64_t padding_idx,
                        int64_t *bad) {
-    if (dtype != 3 && dtype != 4) return -1;
+    if (dtype != PLAST_DT_F32 && dtype != PLAST_DT_F64) return -1;
     int rc = check_ids(nids, ids64, ids32, num, bad);
     if (rc) return rc;
-    ptrdiff_t es = dtype == 3 ? 4 : 8;
+    ptrdiff_t es = dtype == PLAST_DT_F32 ? 4 : 8;
     memset(out, 0, (size_t)(num * dim * es));
     /* column slices of at least 32 elements (a cache line or two per row), one per thread */
     int nt = nthreads;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codes.h" /* PLAST_DT_*: the dtype codes (plast/_core/codes.h) */
 #include "plast_simd.h"
 
 #define PLAST_EMB_BAD_ID (-3)
@@ -20,7 +21,7 @@ int plast_embedding_fwd(int nthreads, ptrdiff_t nids, const int64_t *ids64, cons
                         const char *w, ptrdiff_t w_row, ptrdiff_t row_bytes, char *out, int64_t padding_idx,
                         int zero_padding, int64_t *bad);
 /* out (num, dim), contiguous, = sum over r of g[r, :] into row ids[r]; the padding_idx row (if >= 0) stays 0.
- * dtype: 3 (float32) or 4 (float64); g rows are g_row elements apart. */
+ * dtype: PLAST_DT_F32 or PLAST_DT_F64; g rows are g_row elements apart. */
 int plast_embedding_bw(int simd, int nthreads, int dtype, ptrdiff_t nids, const int64_t *ids64, const int32_t *ids32,
                        ptrdiff_t num, ptrdiff_t dim, const char *g, ptrdiff_t g_row, char *out, int64_t padding_idx,
                        int64_t *bad);

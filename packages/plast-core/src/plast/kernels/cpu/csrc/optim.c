@@ -55,20 +55,20 @@ typedef struct {
 } opt_coef;
 
 static double read_scalar(const void *p, int dtype) {
-    return dtype == PLAST_OPT_F32 ? (double)*(const float *)p : *(const double *)p;
+    return dtype == PLAST_DT_F32 ? (double)*(const float *)p : *(const double *)p;
 }
 
 /* step += 1 in the counter's own dtype (as torch's `step_t += 1`); returns the new value */
 static double bump(void *p, int dtype) {
-    if (dtype == PLAST_OPT_F32) return (double)(*(float *)p += 1.0f);
+    if (dtype == PLAST_DT_F32) return (double)(*(float *)p += 1.0f);
     return *(double *)p += 1.0;
 }
 
 static int valid_entry(int kind, int flags, const plast_opt_tensor *t, int nrows) {
     if (t->row < 0 || t->row >= nrows || t->n < 0) return 0;
-    if (t->dtype != PLAST_OPT_F32 && t->dtype != PLAST_OPT_F64) return 0;
+    if (t->dtype != PLAST_DT_F32 && t->dtype != PLAST_DT_F64) return 0;
     int need_counter = kind != PLAST_OPT_SGD || (flags & PLAST_OPT_MOMENTUM);
-    if (need_counter && (!t->counter || (t->counter_dtype != PLAST_OPT_F32 && t->counter_dtype != PLAST_OPT_F64)))
+    if (need_counter && (!t->counter || (t->counter_dtype != PLAST_DT_F32 && t->counter_dtype != PLAST_DT_F64)))
         return 0;
     if (t->n == 0) return 1;
     if (!t->param || !t->grad) return 0;
@@ -94,7 +94,7 @@ static void prepare(int kind, int flags, const double *hyper, const plast_opt_te
             mode |= OPT_M_BUF;
             if (read_scalar(t->counter, t->counter_dtype) != 0) {
                 mode |= OPT_M_FRESH;
-                if (t->counter_dtype == PLAST_OPT_F32) *(float *)t->counter = 0.0f;
+                if (t->counter_dtype == PLAST_DT_F32) *(float *)t->counter = 0.0f;
                 else *(double *)t->counter = 0.0;
             }
             if (flags & PLAST_OPT_NESTEROV) mode |= OPT_M_NESTEROV;
@@ -138,7 +138,7 @@ static void prepare(int kind, int flags, const double *hyper, const plast_opt_te
 static void run_range(int simd, int kind, const plast_opt_tensor *t, const opt_coef *k, ptrdiff_t lo, ptrdiff_t hi) {
     (void)simd; /* only the scalar path exists off x86 */
     if (lo >= hi) return;
-    if (t->dtype == PLAST_OPT_F32) {
+    if (t->dtype == PLAST_DT_F32) {
         float *p = t->param, *s0 = t->state[0], *s1 = t->state[1], *s2 = t->state[2];
         const float *g = t->grad;
         if (kind == PLAST_OPT_SGD) PLAST_VEC_DISPATCH(opt_sgd, p, g, s0, lo, hi, k->mode, k->c);

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codes.h" /* PLAST_OPT_*: the update kinds, dtypes and flags (plast/_core/codes.h) */
+#include "codes.h" /* PLAST_OPT_*: the update kinds and flags; PLAST_DT_*: the dtypes (plast/_core/codes.h) */
 #include "plast_simd.h"
 
 #define PLAST_OPT_HYPER_WIDTH 5 /* doubles per hyperparameter row (SGD uses the first 4) */
@@ -31,7 +31,7 @@ typedef struct {
     void *counter; /* one element of counter_dtype */
     ptrdiff_t n;   /* elements of param, grad and each state buffer (all dense, one layout) */
     int32_t row;   /* hyperparameter row */
-    int8_t dtype;  /* PLAST_OPT_F32 / PLAST_OPT_F64: param, grad and state */
+    int8_t dtype;  /* PLAST_DT_F32 / PLAST_DT_F64: param, grad and state */
     int8_t counter_dtype;
 } plast_opt_tensor;
 

@@ -63,7 +63,7 @@ void plast_unary_contig_f64_simd(int simd, int op, const double *x, double *y, p
 #define TILE 512
 
 static void run_row(int simd, int op, int dtype, const char *x, ptrdiff_t sx, char *y, ptrdiff_t sy, ptrdiff_t n) {
-    if (dtype == 3) {
+    if (dtype == PLAST_DT_F32) {
         const float *xf = (const float *)x;
         float *yf = (float *)y;
         if (sx == 1 && sy == 1) {
@@ -121,7 +121,7 @@ static inline void un_task(const un_job *j, ptrdiff_t t) {
 
 int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape, const char *x,
                    const ptrdiff_t *x_strides, char *y, const ptrdiff_t *y_strides) {
-    if (op < 0 || op >= PLAST_UN_COUNT || (dtype != 3 && dtype != 4) || ndim > 16) return -1;
+    if (op < 0 || op >= PLAST_UN_COUNT || (dtype != PLAST_DT_F32 && dtype != PLAST_DT_F64) || ndim > 16) return -1;
     ptrdiff_t sh[16], sx[16], sy[16];
     int nd = 0;
     for (int d = 0; d < ndim; d++) {
@@ -143,7 +143,7 @@ int plast_unary_nd(int simd, int nthreads, int op, int dtype, int ndim, const pt
         sx[0] = sy[0] = 0;
         nd = 1;
     }
-    ptrdiff_t es = dtype == 3 ? 4 : 8;
+    ptrdiff_t es = dtype == PLAST_DT_F32 ? 4 : 8;
     ptrdiff_t inner = sh[nd - 1], outer = 1;
     for (int d = 0; d < nd - 1; d++) outer *= sh[d];
     ptrdiff_t per_row = (inner + CHUNK - 1) / CHUNK;
