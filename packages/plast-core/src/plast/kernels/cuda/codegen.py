@@ -66,7 +66,7 @@ def _binary_helpers(T, f):
             f"    const {T} mod = fmod{f}(a, b);\n"
             f"    {T} div = (a - mod) / b;\n"
             "    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;\n"
-            f"    if (div == 0) return copysign{f}(0, a / b);\n"
+            f"    if (div == 0) return copysign{f}(({T})0, a / b);\n"
             f"    const {T} fl = floor{f}(div);\n"
             f"    return div - fl > ({T})0.5 ? fl + 1 : fl;"
         ),
