@@ -192,8 +192,8 @@ def test_the_cpu_kernels_take_the_first_codes():
     # chain bytecode built on them); their tables are cut from the shared ones, not numbered again
     from plast.kernels.cpu import _fast, _kernels
 
-    assert codes.BINARY_CPU_COUNT == ENUMS["plast_binary"]["PLAST_BIN_MIN"] + 1
-    assert codes.UNARY_CPU_COUNT == ENUMS["plast_unary"]["PLAST_UN_SIGN"] + 1
+    assert codes.BINARY_CPU_COUNT == ENUMS["plast_binary"]["PLAST_BIN_FMOD"] + 1
+    assert codes.UNARY_CPU_COUNT == ENUMS["plast_unary"]["PLAST_UN_EXPM1"] + 1
     assert _kernels.BINARY_CODES == {
         n: c for n, c in codes.BINARY_CODES.items() if c < codes.BINARY_CPU_COUNT
     }

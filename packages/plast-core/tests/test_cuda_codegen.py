@@ -144,6 +144,10 @@ def nvcc_samples():
         ("binary_minimum", "ccc", 1),
         ("binary_div", "gcc", 2),
         ("binary_sub", "ccc", 1),
+        ("binary_pow", "csc", 1),
+        ("binary_floor_divide", "ccc", 1),
+        ("binary_remainder", "gcc", 2),
+        ("binary_fmod", "ccc", 1),
     ]
     out = []
     for label, kinds, ndim in picks:

@@ -202,7 +202,7 @@ def test_bad_arguments_raise():
     x = np.zeros(4, np.float32)
     prog = _fused.assemble([("load", 0, 0), ("store", 0, 0)])
     with pytest.raises(ValueError, match="unknown fused opcode"):
-        _fused.assemble([("pow", 0, 0, 0)])
+        _fused.assemble([("bitwise_and", 0, 0, 0)])
     with pytest.raises(ValueError, match="multiple of 16"):
         _fused.run_program(prog[:-4], [x], [np.empty_like(x)])
     with pytest.raises(TypeError, match="float32 or float64"):

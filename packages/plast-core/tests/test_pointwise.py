@@ -892,7 +892,7 @@ def test_op_table_rows():
     ):
         assert OPS[name].backward is not None, name
         # fusible means the elementwise chain takes it (tests/test_op_table.py fuses every fusible row); of
-        # these, the chain bytecode has maximum and minimum only
-        assert OPS[name].fusible == (name in ("maximum", "minimum")), name
+        # these, the chain bytecode lacks clamp and where only
+        assert OPS[name].fusible == (name not in ("clamp", "where")), name
     for name in ("floor_divide", "eq", "lt", "logical_and", "bitwise_xor", "isnan"):
         assert OPS[name].backward is None, name

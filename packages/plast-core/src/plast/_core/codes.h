@@ -36,7 +36,7 @@ enum plast_reduction {
 
 /* binary arithmetic (torch's add, sub, mul, div, maximum, minimum, pow, floor_divide, remainder, fmod,
  * bitwise_and/or/xor). The CPU kernels (csrc/elementwise.c) and the elementwise-chain bytecode take the first
- * PLAST_BIN_COUNT (add..minimum); CUDA (cu/elementwise.cu) takes them all. */
+ * PLAST_BIN_COUNT (add..fmod; pow..fmod for float32/float64 only); CUDA (cu/elementwise.cu) takes them all. */
 enum plast_binary {
     PLAST_BIN_ADD = 0,
     PLAST_BIN_SUB = 1,
@@ -52,10 +52,11 @@ enum plast_binary {
     PLAST_BIN_BITOR = 11,
     PLAST_BIN_BITXOR = 12,
 };
-#define PLAST_BIN_COUNT (PLAST_BIN_MIN + 1) /* the binary codes the CPU kernels take */
+#define PLAST_BIN_COUNT (PLAST_BIN_FMOD + 1) /* the binary codes the CPU kernels take */
 
 /* unary math. The CPU kernels (csrc/unary.c) and the elementwise-chain bytecode take the first PLAST_UN_COUNT
- * (exp..sign); CUDA (cu/elementwise.cu) takes them all. */
+ * (exp..expm1, float32/float64; their ROUND rounds to a whole number, no `decimals`); CUDA (cu/elementwise.cu)
+ * takes them all. */
 enum plast_unary {
     PLAST_UN_EXP = 0,
     PLAST_UN_LOG = 1,
@@ -86,7 +87,7 @@ enum plast_unary {
     PLAST_UN_EXPM1 = 26,
     PLAST_UN_BITNOT = 27,
 };
-#define PLAST_UN_COUNT (PLAST_UN_SIGN + 1) /* the unary codes the CPU kernels take */
+#define PLAST_UN_COUNT (PLAST_UN_EXPM1 + 1) /* the unary codes the CPU kernels take */
 
 /* comparisons and logical binary ops, bool out (CUDA; the CPU compares through numpy) */
 enum plast_compare {

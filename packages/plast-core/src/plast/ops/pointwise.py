@@ -100,7 +100,8 @@ def _pow_bw(node, g):
     return ga, gb
 
 
-POW = register("pow", cpu=cpu.pow_, backward=_pow_bw)
+# the exponent's gradient reads the output
+POW = register("pow", cpu=cpu.pow_, backward=_pow_bw, chain="pow", reads_output=True)
 
 
 def pow(input: TensorOrNumber, exponent: TensorOrNumber) -> TensorBase:  # noqa: A001
@@ -142,9 +143,9 @@ def _fmod_bw(node, g):
     return g, (neg(mul(g, trunc(div(a, b)))) if b.requires_grad else None)
 
 
-FLOOR_DIVIDE = register("floor_divide", cpu=cpu.division, saves_inputs=False)
-REMAINDER = register("remainder", cpu=cpu.division, backward=_remainder_bw)
-FMOD = register("fmod", cpu=cpu.division, backward=_fmod_bw)
+FLOOR_DIVIDE = register("floor_divide", cpu=cpu.division, saves_inputs=False, chain="floor_divide")
+REMAINDER = register("remainder", cpu=cpu.division, backward=_remainder_bw, chain="remainder")
+FMOD = register("fmod", cpu=cpu.division, backward=_fmod_bw, chain="fmod")
 
 
 def _division(op, a, b):
@@ -564,10 +565,12 @@ def _zero_bw(node, g):
     return (_zeros_like(g),)
 
 
+# round to whole numbers fuses; round_decimals (round with decimals != 0, args (decimals,)) has no chain opcode
 ROUNDING = {
-    n: register(n, cpu=cpu.unary, backward=_zero_bw, saves_inputs=False)
+    n: register(n, cpu=cpu.unary, backward=_zero_bw, saves_inputs=False, chain=n)
     for n in ("floor", "ceil", "trunc", "round")
 }
+ROUNDING["round_decimals"] = register("round_decimals", cpu=cpu.unary, backward=_zero_bw, saves_inputs=False)
 
 
 def _rounding(name, x, args=()):
@@ -605,16 +608,30 @@ def round(input: TensorBase, decimals: int = 0) -> TensorBase:  # noqa: A001
     """
     if not isinstance(decimals, int) or isinstance(decimals, bool):
         raise TypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
-    return _rounding("round", input, (decimals,))
+    return _rounding("round_decimals", input, (decimals,)) if decimals else _rounding("round", input)
 
 
 # ---- unary float functions ----
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
-EXP2 = register("exp2", cpu=cpu.unary, backward=lambda n, g: (mul(g, mul(_out(n), _LN2)),))
-LOG2 = register("log2", cpu=cpu.unary, backward=lambda n, g: (div(g, mul(n.inputs[0], _LN2)),))
-LOG10 = register("log10", cpu=cpu.unary, backward=lambda n, g: (div(g, mul(n.inputs[0], _LN10)),))
-EXPM1 = register("expm1", cpu=cpu.unary, backward=lambda n, g: (mul(g, add(_out(n), 1.0)),))
+EXP2 = register(
+    "exp2",
+    cpu=cpu.unary,
+    chain="exp2",
+    reads_output=True,
+    backward=lambda n, g: (mul(g, mul(_out(n), _LN2)),),
+)
+LOG2 = register("log2", cpu=cpu.unary, chain="log2", backward=lambda n, g: (div(g, mul(n.inputs[0], _LN2)),))
+LOG10 = register(
+    "log10", cpu=cpu.unary, chain="log10", backward=lambda n, g: (div(g, mul(n.inputs[0], _LN10)),)
+)
+EXPM1 = register(
+    "expm1",
+    cpu=cpu.unary,
+    chain="expm1",
+    reads_output=True,
+    backward=lambda n, g: (mul(g, add(_out(n), 1.0)),),
+)
 
 
 def _float_unary(op, x):

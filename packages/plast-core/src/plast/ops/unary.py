@@ -45,8 +45,8 @@ SQRT = register(
     saves_inputs=False,
     backward=_bw(lambda n, x, g: div(g, mul(_out(n), 2.0))),
 )
-SIN = register("sin", cpu=cpu.unary, backward=_bw(lambda n, x, g: mul(g, cos(x))))
-COS = register("cos", cpu=cpu.unary, backward=_bw(lambda n, x, g: mul(g, mul(sin(x), -1.0))))
+SIN = register("sin", cpu=cpu.unary, chain="sin", backward=_bw(lambda n, x, g: mul(g, cos(x))))
+COS = register("cos", cpu=cpu.unary, chain="cos", backward=_bw(lambda n, x, g: mul(g, mul(sin(x), -1.0))))
 TANH = register(
     "tanh",
     cpu=cpu.unary,

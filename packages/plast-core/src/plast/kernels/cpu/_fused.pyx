@@ -21,12 +21,20 @@ import struct
 import numpy as np
 
 from plast._core.codes cimport PLAST_DT_F32, PLAST_DT_F64
+
+from plast._core.codes import BINARY_CODES, BINARY_CPU_COUNT, UNARY_CODES, UNARY_CPU_COUNT
+
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level
 from plast.kernels.cpu._tensors cimport TensorBase, fill_bcast_strides, fill_shape, tensor_ptr
 
 cdef extern from "elementwise_chain.h" nogil:
     int PLAST_FX_MAX_REGS
     int PLAST_FX_MAX_IO
+    int PLAST_FX_LOAD
+    int PLAST_FX_CONST
+    int PLAST_FX_STORE
+    int PLAST_FX_ADD
+    int PLAST_FX_UNARY
     int plast_fused_check(const int32_t *prog, int ninstr, int nin, int nout)
     int plast_fused_run(int simd, int nthreads, int dtype, const int32_t *prog, int ninstr, int ndim,
                         const Py_ssize_t *shape, int nin, const char *const *ins, const Py_ssize_t *in_strides,
@@ -34,12 +42,12 @@ cdef extern from "elementwise_chain.h" nogil:
 
 MAX_REGS = PLAST_FX_MAX_REGS
 MAX_IO = PLAST_FX_MAX_IO
-BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
-UNARY = ("exp", "log", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "neg", "gelu_tanh",
-         "gelu_erf", "silu", "erf", "reciprocal", "square", "sign")
-OPCODES = {"load": 0, "const": 1, "store": 2}
-OPCODES.update({name: 8 + i for i, name in enumerate(BINARY)})
-OPCODES.update({name: 32 + i for i, name in enumerate(UNARY)})
+# the ops the bytecode takes: the binary and unary codes of _core/codes.h the CPU kernels take, by op name
+BINARY = tuple(name for name, code in sorted(BINARY_CODES.items(), key=lambda kv: kv[1]) if code < BINARY_CPU_COUNT)
+UNARY = tuple(name for name, code in sorted(UNARY_CODES.items(), key=lambda kv: kv[1]) if code < UNARY_CPU_COUNT)
+OPCODES = {"load": PLAST_FX_LOAD, "const": PLAST_FX_CONST, "store": PLAST_FX_STORE}
+OPCODES.update({name: PLAST_FX_ADD + BINARY_CODES[name] for name in BINARY})
+OPCODES.update({name: PLAST_FX_UNARY + UNARY_CODES[name] for name in UNARY})
 
 DEF MAXD = 16
 

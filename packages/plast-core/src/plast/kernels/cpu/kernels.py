@@ -88,7 +88,7 @@ UNARY = {
 # ops with a vectorized C kernel (float32 and float64); the rest, and other dtypes, run the numpy versions
 _FAST_UNARY = {
     name: _fast.UNARY_CODES[name]
-    for name in ("exp", "log", "log1p", "sqrt", "tanh", "sigmoid", "relu", "abs", "sign", "erf")
+    for name in ("exp", "log", "log1p", "sqrt", "tanh", "sigmoid", "relu", "abs", "sign", "erf", "sin", "cos")
 }
 
 

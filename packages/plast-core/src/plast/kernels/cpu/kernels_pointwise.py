@@ -1,19 +1,21 @@
 """CPU kernels for the pointwise family (ops/pointwise.py): pow, integer-safe division, min/max, clamp, where,
 comparisons, logical and bitwise ops, rounding and the extra unary float functions.
 
-maximum/minimum run the C binary kernel where it has the dtype; the rest are numpy over views of arena memory
-(the correctness baseline, see kernels.py). Integer division by zero is checked here, because the divisor's
+maximum/minimum, and float32/float64 pow, floor_divide, remainder and fmod, run the C binary kernel; the
+roundings and exp2/log2/log10/expm1 the C unary kernel for float32/float64; the rest are numpy over views of
+arena memory (the correctness baseline, see kernels.py). Integer division by zero is checked here, because the divisor's
 value only exists once the graph runs: the kernel raises ZeroDivisionError before writing anything, and the
 output is left unrealized so reading it again raises again instead of returning garbage.
 """
 
 import numpy as np
 
-from . import _kernels
+from . import _fast, _kernels
 from .kernels import address, bcast_strides, np_view
 
-_MINMAX_CODES = {name: _kernels.BINARY_CODES[name] for name in ("maximum", "minimum")}
 _C_DTYPES = {"int32", "int64", "float32", "float64"}
+# the C binary kernel takes pow and the division family for these (integers keep numpy, which checks zeros)
+_C_FLOATS = {"float32", "float64"}
 
 
 def _fail(outputs, exc):
@@ -24,6 +26,22 @@ def _fail(outputs, exc):
     raise exc
 
 
+def _binary_c(name, a, b, out):
+    """out = a <name> b through the C binary kernel (broadcasting, any strides); out is not empty."""
+    shape = out._shape
+    _kernels.binary_nd(
+        _kernels.BINARY_CODES[name],
+        out.dtype.code,
+        shape,
+        address(a),
+        bcast_strides(a, shape),
+        address(b),
+        bcast_strides(b, shape),
+        address(out),
+        out._strides,
+    )
+
+
 def minmax(node, inputs, outputs):
     """maximum/minimum, NaN-propagating (the C binary kernel; numpy for bool)."""
     a, b = inputs
@@ -31,18 +49,7 @@ def minmax(node, inputs, outputs):
     if out.numel() == 0:
         return
     if out.dtype.name in _C_DTYPES:
-        shape = out._shape
-        _kernels.binary_nd(
-            _MINMAX_CODES[node.op.name],
-            out.dtype.code,
-            shape,
-            address(a),
-            bcast_strides(a, shape),
-            address(b),
-            bcast_strides(b, shape),
-            address(out),
-            out._strides,
-        )
+        _binary_c(node.op.name, a, b, out)
         return
     fn = np.maximum if node.op.name == "maximum" else np.minimum
     fn(np_view(a), np_view(b), out=np_view(out))
@@ -59,46 +66,31 @@ def _int_pow(base, exp):
 
 
 def pow_(node, inputs, outputs):
-    out = np_view(outputs[0])
-    if out.size == 0:
+    if outputs[0].numel() == 0:
         return
-    a, b = np_view(inputs[0]), np_view(inputs[1])
-    if outputs[0].dtype.is_floating_point:
-        with np.errstate(all="ignore"):
-            np.power(a, b, out=out)
-    else:
-        out[...] = _int_pow(a, b)
+    if outputs[0].dtype.name in _C_FLOATS:
+        _binary_c("pow", inputs[0], inputs[1], outputs[0])
+        return
+    np_view(outputs[0])[...] = _int_pow(np_view(inputs[0]), np_view(inputs[1]))
 
 
-def _remainder_float(a, b):
-    # torch's rule: fmod, then shift by b where the signs differ (keeps fmod's -0.0, unlike np.remainder)
-    m = np.fmod(a, b)
-    shift = (m != 0) & ((b < 0) != (m < 0))
-    return np.where(shift, m + b, m)
-
-
-_DIVISION = {
-    "floor_divide": (np.floor_divide, np.floor_divide),
-    "remainder": (_remainder_float, np.remainder),
-    "fmod": (np.fmod, np.fmod),
-}
+_INT_DIVISION = {"floor_divide": np.floor_divide, "remainder": np.remainder, "fmod": np.fmod}
 
 
 def division(node, inputs, outputs):
-    """floor_divide / remainder / fmod. Integer division by zero raises ZeroDivisionError (as torch does)."""
+    """floor_divide / remainder / fmod: the C kernel for floats (torch's rules, csrc/elementwise.c), numpy for
+    integers, where division by zero raises ZeroDivisionError (as torch does)."""
+    if outputs[0].numel() == 0:
+        return
+    if outputs[0].dtype.name in _C_FLOATS:
+        _binary_c(node.op.name, inputs[0], inputs[1], outputs[0])
+        return
     out = np_view(outputs[0])
-    if out.size == 0:
-        return
     a, b = np_view(inputs[0]), np_view(inputs[1])
-    float_fn, int_fn = _DIVISION[node.op.name]
-    if outputs[0].dtype.is_floating_point:
-        with np.errstate(all="ignore"):
-            out[...] = float_fn(a, b)
-        return
     if (b == 0).any():
         _fail(outputs, ZeroDivisionError(f"{node.op.name}: integer division by zero"))
     with np.errstate(all="ignore"):  # INT_MIN // -1 wraps around, as in torch
-        out[...] = int_fn(a, b)
+        out[...] = _INT_DIVISION[node.op.name](a, b)
 
 
 def clamp(node, inputs, outputs):
@@ -148,10 +140,6 @@ def binary(node, inputs, outputs):
     _BINARY_NP[node.op.name](np_view(inputs[0]), np_view(inputs[1]), out=out)
 
 
-def _round(x, decimals):
-    return np.round(x, decimals) if decimals else np.rint(x)
-
-
 _UNARY_NP = {
     "logical_not": np.logical_not,
     "bitwise_not": np.invert,
@@ -161,6 +149,7 @@ _UNARY_NP = {
     "floor": np.floor,
     "ceil": np.ceil,
     "trunc": np.trunc,
+    "round": np.rint,
     "exp2": np.exp2,
     "log2": np.log2,
     # NOTE: numpy's float32 log10 is an ulp off at powers of ten (log10(100) != 2); float64 then rounding isn't
@@ -169,13 +158,23 @@ _UNARY_NP = {
 }
 
 
+# the rows the C unary kernel (csrc/unary.c) takes for float32/float64 ("round": to whole numbers)
+_C_UNARY = {
+    name: _fast.UNARY_CODES[name]
+    for name in ("floor", "ceil", "trunc", "round", "exp2", "log2", "log10", "expm1")
+}
+
+
 def unary(node, inputs, outputs):
-    out = np_view(outputs[0])
-    if out.size == 0:
+    x, out = inputs[0], outputs[0]
+    if out.numel() == 0:
         return
-    x = np_view(inputs[0])
+    code = _C_UNARY.get(node.op.name)
+    if code is not None and x.dtype is out.dtype and x.dtype.code in (_fast.F32, _fast.F64):
+        _fast.unary_nd(code, x.dtype.code, out._shape, address(x), x._strides, address(out), out._strides)
+        return
     with np.errstate(all="ignore"):
-        if node.op.name == "round":
-            out[...] = _round(x, node.args[0])
+        if node.op.name == "round_decimals":
+            np_view(out)[...] = np.round(np_view(x), node.args[0])
         else:
-            out[...] = _UNARY_NP[node.op.name](x)
+            np_view(out)[...] = _UNARY_NP[node.op.name](np_view(x))

@@ -325,7 +325,10 @@ def tril(node, inputs, outputs):
 # table's CUDA column (but _NO_ROW below)
 BINARY_CODES = dict(codes.BINARY_CODES)
 COMPARE_CODES = dict(codes.COMPARE_CODES)
-UNARY_CODES = dict(codes.UNARY_CODES, reduce_safe_sqrt=codes.UNARY_CODES["sqrt"])
+# round_decimals (round with decimals != 0) is the .cu kernel's round with its `decimals` argument
+UNARY_CODES = dict(
+    codes.UNARY_CODES, reduce_safe_sqrt=codes.UNARY_CODES["sqrt"], round_decimals=codes.UNARY_CODES["round"]
+)
 PREDICATE_CODES = {
     name: codes.PREDICATE_CODES[name] for name in ("isfinite", "isnan", "isinf", "logical_not")
 }
@@ -403,7 +406,7 @@ def unary(node, inputs, outputs):
     """exp, log, ..., relu, erf, rounding (round takes `decimals`), bitwise_not: out dtype = input dtype."""
     out = outputs[0]
     x = as_code(operand(inputs[0]), out.dtype.code)
-    decimals = int(node.args[0]) if node.op.name == "round" and node.args else 0
+    decimals = int(node.args[0]) if node.op.name == "round_decimals" else 0
     unary_raw(UNARY_CODES[node.op.name], x, addr(out), out._strides, decimals)
 
 

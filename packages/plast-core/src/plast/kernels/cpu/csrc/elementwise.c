@@ -17,9 +17,9 @@
 #define SCALAR_LOOP(T, OP)                                                                                             \
     for (ptrdiff_t i = 0; i < n; i++) out[i] = OP(a[i * a_s], b[i * b_s]);
 
-#define SCALAR_KERNEL(T, SUF)                                                                                          \
-    static void binary_scalar_##SUF(int op, const T *a, ptrdiff_t a_s, const T *b, ptrdiff_t b_s, T *out,              \
-                                    ptrdiff_t n) {                                                                     \
+/* add..minimum: the whole integer kernel, and the float kernels' arithmetic */
+#define SCALAR_KERNEL(T, NAME)                                                                                         \
+    static void NAME(int op, const T *a, ptrdiff_t a_s, const T *b, ptrdiff_t b_s, T *out, ptrdiff_t n) {              \
         switch (op) {                                                                                                  \
         case PLAST_BIN_ADD: SCALAR_LOOP(T, S_ADD) break;                                                               \
         case PLAST_BIN_SUB: SCALAR_LOOP(T, S_SUB) break;                                                               \
@@ -30,10 +30,82 @@
         }                                                                                                              \
     }
 
-SCALAR_KERNEL(float, f32)
-SCALAR_KERNEL(double, f64)
-SCALAR_KERNEL(int64_t, i64)
-SCALAR_KERNEL(int32_t, i32)
+SCALAR_KERNEL(int64_t, binary_scalar_i64)
+SCALAR_KERNEL(int32_t, binary_scalar_i32)
+SCALAR_KERNEL(float, binary_arith_f32)
+SCALAR_KERNEL(double, binary_arith_f64)
+
+/* pow, floor_divide, remainder and fmod, float32 and float64 only: torch's rules (c10's div_floor_floating and
+ * remainder). floor_divide by zero is the IEEE quotient (+-inf or NaN); otherwise the quotient of the exact
+ * remainder, rounded down, nudged up where floating rounding left it more than 1/2 below the true value, and
+ * a zero quotient takes the sign of a / b. remainder takes the divisor's sign, keeping fmod's zero otherwise.
+ * The loops call libm: correct first, and the compiler does not vectorize fmod. */
+#define FLOAT_DIVISION(T, SUF, FMOD, FLOOR, COPYSIGN)                                                                  \
+    static inline T floordiv_##SUF(T a, T b) {                                                                         \
+        if (b == 0) return a / b;                                                                                      \
+        T mod = FMOD(a, b);                                                                                            \
+        T div = (a - mod) / b;                                                                                         \
+        if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;                                                                \
+        if (div == 0) return COPYSIGN((T)0, a / b);                                                                    \
+        T fl = FLOOR(div);                                                                                             \
+        return div - fl > (T)0.5 ? fl + 1 : fl;                                                                        \
+    }                                                                                                                  \
+    static inline T remainder_##SUF(T a, T b) {                                                                        \
+        T mod = FMOD(a, b);                                                                                            \
+        return mod != 0 && (b < 0) != (mod < 0) ? mod + b : mod;                                                       \
+    }
+FLOAT_DIVISION(float, f32, fmodf, floorf, copysignf)
+FLOAT_DIVISION(double, f64, fmod, floor, copysign)
+
+#define S_POW_f32(x, y) powf(x, y)
+#define S_POW_f64(x, y) pow(x, y)
+
+/* pow by one exponent for the whole loop (a Python number, or a broadcast value): torch's rules for a scalar
+ * exponent, which also keep x ** 2 and x ** 0.5 (the common ones: squares, norms) as fast as mul and sqrt
+ * instead of a libm call per element. As in torch, sqrt's -0 and NaN for -inf differ there from pow's. */
+#define POW_BY_ONE(T, SUF, SQRT, POW)                                                                                  \
+    static void pow_by_one_##SUF(const T *x, ptrdiff_t sx, T y, T *o, ptrdiff_t so, ptrdiff_t n) {                     \
+        if (y == 2)                                                                                                    \
+            for (ptrdiff_t i = 0; i < n; i++) o[i * so] = x[i * sx] * x[i * sx];                                       \
+        else if (y == 3)                                                                                               \
+            for (ptrdiff_t i = 0; i < n; i++) o[i * so] = x[i * sx] * x[i * sx] * x[i * sx];                           \
+        else if (y == (T)0.5)                                                                                          \
+            for (ptrdiff_t i = 0; i < n; i++) o[i * so] = SQRT(x[i * sx]);                                             \
+        else if (y == -(T)0.5)                                                                                         \
+            for (ptrdiff_t i = 0; i < n; i++) o[i * so] = (T)1 / SQRT(x[i * sx]);                                      \
+        else if (y == -1)                                                                                              \
+            for (ptrdiff_t i = 0; i < n; i++) o[i * so] = (T)1 / x[i * sx];                                            \
+        else if (y == -2)                                                                                              \
+            for (ptrdiff_t i = 0; i < n; i++) o[i * so] = (T)1 / (x[i * sx] * x[i * sx]);                              \
+        else                                                                                                           \
+            for (ptrdiff_t i = 0; i < n; i++) o[i * so] = POW(x[i * sx], y);                                           \
+    }
+POW_BY_ONE(float, f32, sqrtf, powf)
+POW_BY_ONE(double, f64, sqrt, pow)
+#define S_FLOORDIV_f32(x, y)  floordiv_f32(x, y)
+#define S_FLOORDIV_f64(x, y)  floordiv_f64(x, y)
+#define S_REMAINDER_f32(x, y) remainder_f32(x, y)
+#define S_REMAINDER_f64(x, y) remainder_f64(x, y)
+#define S_FMOD_f32(x, y)      fmodf(x, y)
+#define S_FMOD_f64(x, y)      fmod(x, y)
+
+/* the float kernels: the integer ones' arithmetic, then pow, floor_divide, remainder and fmod */
+#define SCALAR_FLOAT_KERNEL(T, SUF)                                                                                    \
+    static void binary_scalar_##SUF(int op, const T *a, ptrdiff_t a_s, const T *b, ptrdiff_t b_s, T *out,              \
+                                    ptrdiff_t n) {                                                                     \
+        switch (op) {                                                                                                  \
+        case PLAST_BIN_POW:                                                                                            \
+            if (b_s == 0) pow_by_one_##SUF(a, a_s, b[0], out, 1, n);                                                   \
+            else SCALAR_LOOP(T, S_POW_##SUF)                                                                           \
+            break;                                                                                                     \
+        case PLAST_BIN_FLOORDIV: SCALAR_LOOP(T, S_FLOORDIV_##SUF) break;                                               \
+        case PLAST_BIN_REMAINDER: SCALAR_LOOP(T, S_REMAINDER_##SUF) break;                                             \
+        case PLAST_BIN_FMOD: SCALAR_LOOP(T, S_FMOD_##SUF) break;                                                       \
+        default: binary_arith_##SUF(op, a, a_s, b, b_s, out, n);                                                       \
+        }                                                                                                              \
+    }
+SCALAR_FLOAT_KERNEL(float, f32)
+SCALAR_FLOAT_KERNEL(double, f64)
 
 /* Integer division truncates in C; the op layer routes integer `/` to true division on floats, so the
  * integer DIV here is only reached for floor-free exact uses. Division by zero is checked in Python. */
@@ -125,11 +197,11 @@ void plast_binary_contig_f32(int simd, int op, const float *a, int a_bcast, cons
                              ptrdiff_t n) {
     ptrdiff_t as = a_bcast ? 0 : 1, bs = b_bcast ? 0 : 1;
 #if PLAST_X86
-    if (simd >= PLAST_SIMD_AVX512) {
+    if (simd >= PLAST_SIMD_AVX512 && op < PLAST_BIN_POW) {
         binary_avx512_f32(op, a, as, b, bs, out, n);
         return;
     }
-    if (simd >= PLAST_SIMD_AVX2) {
+    if (simd >= PLAST_SIMD_AVX2 && op < PLAST_BIN_POW) {
         binary_avx2_f32(op, a, as, b, bs, out, n);
         return;
     }
@@ -141,11 +213,11 @@ void plast_binary_contig_f64(int simd, int op, const double *a, int a_bcast, con
                              ptrdiff_t n) {
     ptrdiff_t as = a_bcast ? 0 : 1, bs = b_bcast ? 0 : 1;
 #if PLAST_X86
-    if (simd >= PLAST_SIMD_AVX512) {
+    if (simd >= PLAST_SIMD_AVX512 && op < PLAST_BIN_POW) {
         binary_avx512_f64(op, a, as, b, bs, out, n);
         return;
     }
-    if (simd >= PLAST_SIMD_AVX2) {
+    if (simd >= PLAST_SIMD_AVX2 && op < PLAST_BIN_POW) {
         binary_avx2_f64(op, a, as, b, bs, out, n);
         return;
     }
@@ -157,9 +229,8 @@ void plast_binary_contig_f64(int simd, int op, const double *a, int a_bcast, con
 #define STRIDED_LOOP(T, OP)                                                                                            \
     for (ptrdiff_t i = 0; i < n; i++) o[i * so] = OP(x[i * sa], y[i * sb]);
 
-#define STRIDED_KERNEL(T, SUF)                                                                                         \
-    static void binary_strided_##SUF(int op, const T *x, ptrdiff_t sa, const T *y, ptrdiff_t sb, T *o, ptrdiff_t so,   \
-                                     ptrdiff_t n) {                                                                    \
+#define STRIDED_KERNEL(T, NAME)                                                                                        \
+    static void NAME(int op, const T *x, ptrdiff_t sa, const T *y, ptrdiff_t sb, T *o, ptrdiff_t so, ptrdiff_t n) {    \
         switch (op) {                                                                                                  \
         case PLAST_BIN_ADD: STRIDED_LOOP(T, S_ADD) break;                                                              \
         case PLAST_BIN_SUB: STRIDED_LOOP(T, S_SUB) break;                                                              \
@@ -169,10 +240,27 @@ void plast_binary_contig_f64(int simd, int op, const double *a, int a_bcast, con
         case PLAST_BIN_MIN: STRIDED_LOOP(T, S_MIN) break;                                                              \
         }                                                                                                              \
     }
-STRIDED_KERNEL(float, f32)
-STRIDED_KERNEL(double, f64)
-STRIDED_KERNEL(int64_t, i64)
-STRIDED_KERNEL(int32_t, i32)
+STRIDED_KERNEL(int64_t, binary_strided_i64)
+STRIDED_KERNEL(int32_t, binary_strided_i32)
+STRIDED_KERNEL(float, binary_strided_arith_f32)
+STRIDED_KERNEL(double, binary_strided_arith_f64)
+
+#define STRIDED_FLOAT_KERNEL(T, SUF)                                                                                   \
+    static void binary_strided_##SUF(int op, const T *x, ptrdiff_t sa, const T *y, ptrdiff_t sb, T *o, ptrdiff_t so,   \
+                                     ptrdiff_t n) {                                                                    \
+        switch (op) {                                                                                                  \
+        case PLAST_BIN_POW:                                                                                            \
+            if (sb == 0) pow_by_one_##SUF(x, sa, y[0], o, so, n);                                                      \
+            else STRIDED_LOOP(T, S_POW_##SUF)                                                                          \
+            break;                                                                                                     \
+        case PLAST_BIN_FLOORDIV: STRIDED_LOOP(T, S_FLOORDIV_##SUF) break;                                              \
+        case PLAST_BIN_REMAINDER: STRIDED_LOOP(T, S_REMAINDER_##SUF) break;                                            \
+        case PLAST_BIN_FMOD: STRIDED_LOOP(T, S_FMOD_##SUF) break;                                                      \
+        default: binary_strided_arith_##SUF(op, x, sa, y, sb, o, so, n);                                               \
+        }                                                                                                              \
+    }
+STRIDED_FLOAT_KERNEL(float, f32)
+STRIDED_FLOAT_KERNEL(double, f64)
 
 static void run_inner(int simd, int op, int dtype, const char *a, ptrdiff_t sa, const char *b, ptrdiff_t sb, char *o,
                       ptrdiff_t so, ptrdiff_t n) {
@@ -248,8 +336,9 @@ int plast_binary_nd(int simd, int nthreads, int op, int dtype, int ndim, const p
                     const ptrdiff_t *out_strides) {
     if (op < 0 || op >= PLAST_BIN_COUNT || dtype < PLAST_DT_I32 || dtype > PLAST_DT_F64 || ndim > PLAST_MAX_NDIM)
         return -1;
-    /* integer division by zero traps in C: the op layer sends integer `/` to floats and `//` elsewhere */
-    if (op == PLAST_BIN_DIV && (dtype == PLAST_DT_I32 || dtype == PLAST_DT_I64)) return -1;
+    /* integer division by zero traps in C: the op layer sends integer `/` to floats, and integer pow, `//`, `%`
+     * and fmod elsewhere */
+    if ((dtype == PLAST_DT_I32 || dtype == PLAST_DT_I64) && (op == PLAST_BIN_DIV || op >= PLAST_BIN_POW)) return -1;
     ptrdiff_t sh[PLAST_MAX_NDIM], sa[PLAST_MAX_NDIM], sb[PLAST_MAX_NDIM], so[PLAST_MAX_NDIM];
     int nd = 0;
     /* drop size-1 dims, then merge neighbours that are contiguous for every operand */

@@ -5,8 +5,8 @@
  *   LOAD  r, k      r = input k (broadcast strides allowed: stride 0 makes r one repeated value)
  *   CONST r, lo, hi r = the float64 whose bits are hi:lo (rounded to the program's dtype)
  *   STORE k, r      output k = r
- *   binary  r, a, b r = a <op> b      (PLAST_FX_ADD + PLAST_BIN_*: add sub mul div max min)
- *   unary   r, a    r = op(a)         (PLAST_FX_UNARY + PLAST_UN_*: exp log tanh sigmoid relu gelu ...)
+ *   binary  r, a, b r = a <op> b      (PLAST_FX_ADD + PLAST_BIN_*: add sub mul div max min pow floordiv ...)
+ *   unary   r, a    r = op(a)         (PLAST_FX_UNARY + PLAST_UN_*: exp log tanh sigmoid relu gelu sin ...)
  * Registers hold one tile (2 KiB: 512 float32 or 256 float64) and stay in L1; a register loaded from an input
  * that is contiguous along the tile points at the input itself instead of copying it. The n-d driver
  * collapses dims, tiles the innermost one and splits tiles across OpenMP threads, each with its own registers.

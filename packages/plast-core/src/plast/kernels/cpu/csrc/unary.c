@@ -50,6 +50,16 @@ void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n) {
     case PLAST_UN_RECIP: F64_LOOP(1.0 / v) break;
     case PLAST_UN_SQUARE: F64_LOOP(v * v) break;
     case PLAST_UN_SIGN: F64_LOOP(sgn(v)) break;
+    case PLAST_UN_SIN: F64_LOOP(sin(v)) break;
+    case PLAST_UN_COS: F64_LOOP(cos(v)) break;
+    case PLAST_UN_FLOOR: F64_LOOP(floor(v)) break;
+    case PLAST_UN_CEIL: F64_LOOP(ceil(v)) break;
+    case PLAST_UN_TRUNC: F64_LOOP(trunc(v)) break;
+    case PLAST_UN_ROUND: F64_LOOP(rint(v)) break; /* half to even (the default rounding mode) */
+    case PLAST_UN_EXP2: F64_LOOP(exp2(v)) break;
+    case PLAST_UN_LOG2: F64_LOOP(log2(v)) break;
+    case PLAST_UN_LOG10: F64_LOOP(log10(v)) break;
+    case PLAST_UN_EXPM1: F64_LOOP(expm1(v)) break;
     }
 }
 

@@ -1,6 +1,6 @@
 /* float64 body of unary.c (instantiated per SIMD level by vec_levels_f64.h): the ops whose vector form needs
- * only exp (vmath_f64_simd.h) or plain arithmetic. Returns 0 for the others (log, log1p, tanh, erf,
- * gelu_erf), which unary.c runs through libm. */
+ * only exp (vmath_f64_simd.h), rounding or plain arithmetic. Returns 0 for the others (log, log1p, tanh, erf,
+ * gelu_erf, sin, cos, exp2, log2, log10, expm1), which unary.c runs through libm. */
 
 #define UN_LOOP(EXPR)                                                                                                  \
     {                                                                                                                  \
@@ -37,6 +37,10 @@ VTARGET static int VN(unary)(int op, const double *x, double *y, ptrdiff_t n) {
             visnan(v), v,
             vsub(vsel(vgt(v, vset1(0.0)), vset1(1.0), vset1(0.0)), vsel(vlt(v, vset1(0.0)), vset1(1.0), vset1(0.0)))))
         return 1;
+    case PLAST_UN_FLOOR: UN_LOOP(vfloor(v)) return 1;
+    case PLAST_UN_CEIL: UN_LOOP(vceil(v)) return 1;
+    case PLAST_UN_TRUNC: UN_LOOP(vtrunc(v)) return 1;
+    case PLAST_UN_ROUND: UN_LOOP(vround(v)) return 1; /* half to even */
     }
     return 0;
 }

@@ -36,6 +36,16 @@ VTARGET static void VN(unary_f32)(int op, const float *x, float *y, ptrdiff_t n)
                      vsub(vsel(vgt(v, vset1(0.0f)), vset1(1.0f), vset1(0.0f)),
                           vsel(vlt(v, vset1(0.0f)), vset1(1.0f), vset1(0.0f)))))
         break;
+    case PLAST_UN_SIN: UN_LOOP(VN(v_sincos)(v, 0)) break;
+    case PLAST_UN_COS: UN_LOOP(VN(v_sincos)(v, 1)) break;
+    case PLAST_UN_FLOOR: UN_LOOP(vfloor(v)) break;
+    case PLAST_UN_CEIL: UN_LOOP(vceil(v)) break;
+    case PLAST_UN_TRUNC: UN_LOOP(vtrunc(v)) break;
+    case PLAST_UN_ROUND: UN_LOOP(vround(v)) break; /* half to even */
+    case PLAST_UN_EXP2: UN_LOOP(VN(v_exp2)(v)) break;
+    case PLAST_UN_LOG2: UN_LOOP(VN(v_log2)(v)) break;
+    case PLAST_UN_LOG10: UN_LOOP(VN(v_log10)(v)) break;
+    case PLAST_UN_EXPM1: UN_LOOP(VN(v_expm1)(v)) break;
     }
 }
 #undef UN_LOOP

@@ -40,6 +40,9 @@
 #endif
 #ifndef vround
 #define vround(x) _mm512_roundscale_pd(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vfloor(x) _mm512_roundscale_pd(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+#define vceil(x)  _mm512_roundscale_pd(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC)
+#define vtrunc(x) _mm512_roundscale_pd(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)
 #endif
 #ifndef vhsum
 #define vhsum(x) _mm512_reduce_add_pd(x)
@@ -78,6 +81,9 @@
 #endif
 #ifndef vround
 #define vround(x) _mm256_round_pd(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vfloor(x) _mm256_round_pd(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+#define vceil(x)  _mm256_round_pd(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC)
+#define vtrunc(x) _mm256_round_pd(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)
 #endif
 #ifndef vhsum
 #define vhsum(x) plast_hsum_pd_avx2(x)
@@ -115,6 +121,9 @@
 #endif
 #ifndef vround
 #define vround(x) rint(x)
+#define vfloor(x) floor(x)
+#define vceil(x)  ceil(x)
+#define vtrunc(x) trunc(x)
 #endif
 #ifndef vhsum
 #define vhsum(x) (x)

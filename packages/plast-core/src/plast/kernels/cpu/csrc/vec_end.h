@@ -38,6 +38,9 @@
 #undef vmand
 #undef vmany
 #undef vround
+#undef vfloor
+#undef vceil
+#undef vtrunc
 #undef vcvti
 #undef vcvtf
 #undef viadd
