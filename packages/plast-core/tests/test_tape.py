@@ -96,3 +96,29 @@ def test_a_backward_pass_records_on_the_one_tape_and_is_not_tracing(monkeypatch)
     for xv, gw in grads:  # each step's gradient is the ordinary one: d/dw sum(tanh(x @ w))
         t = np.tanh(xv @ w.detach().numpy())
         np.testing.assert_allclose(gw, xv.T @ (1 - t * t), rtol=1e-5, atol=1e-6)
+
+
+def test_trace_listeners_hear_a_jit_trace_start_and_end(monkeypatch):
+    heard = []
+    monkeypatch.setattr(tape, "_trace_listeners", [])
+    plast.compiler.on_trace(heard.append)
+
+    @plast.jit
+    def step(x):
+        heard.append(("inside", plast.compiler.is_compiling()))
+        return x + 1
+
+    step(plast.ones(2))
+    step(plast.ones(2))  # a replay traces nothing
+    assert heard == [True, ("inside", True), False]
+    with capture_updates():  # an optimizer's capture is not a trace
+        pass
+    assert heard == [True, ("inside", True), False]
+
+    @plast.jit
+    def fails(x):
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        fails(plast.ones(2))
+    assert heard[-2:] == [True, False]  # told the trace ended, also when it failed

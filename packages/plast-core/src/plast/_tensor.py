@@ -277,6 +277,10 @@ class Tensor(TensorBase):
         # a training loop's backward: straight to its replay, as autograd.api.backward would (tried once:
         # a try counts toward recording a replay)
         if gradient is None and not retain_graph and not create_graph and inputs is None:
+            if not grad_hooks.post_accumulate_hooks:  # the common case: no hook to fire, no call to make
+                if not try_replay(self):
+                    backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
+                return
             before = grad_hooks.grads_before()
             if not try_replay(self):
                 backward_leaves([self], [None], None, retain_graph, create_graph, inputs)

@@ -9,6 +9,8 @@ inside a traced step may need to say three things, and this module is how:
 * ``runtime_input(fn)``: "run ``fn`` before every replay" (an optimizer copying the current learning rate into
   its hyperparameter tensor): what ``fn`` writes is an input of the plan, not a constant baked into it.
 * ``is_compiling()``: a trace is running now (Python control flow is frozen; read no values).
+* ``on_trace(listener)``: ``listener(True)`` when a trace starts, ``listener(False)`` when it ends, for code that
+  would otherwise ask ``is_compiling()`` on every call (plast-nn's ``Module.__call__``).
 
 Eager optimizer steps replay too: ``capture_updates()`` records the fused update calls of one eager step and
 ``UpdateReplay`` runs them again on later steps' gradients while nothing they were built from changed
@@ -26,11 +28,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from .graph._mutation import UpdateReplay, replays_enabled
-from .graph.tape import UpdateCapture, note_state, recording, runtime_input, tracing
+from .graph.tape import UpdateCapture, note_state, on_trace, recording, runtime_input, tracing
 
-is_compiling = (
-    tracing  # True while a @plast.jit function is being traced (one call: modules ask on every call)
-)
+is_compiling = tracing  # True while a @plast.jit function is being traced
 
 
 def update_replays_enabled() -> bool:
@@ -56,6 +56,7 @@ __all__ = [
     "capture_updates",
     "is_compiling",
     "note_state",
+    "on_trace",
     "runtime_input",
     "update_replays_enabled",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 # id(tensor) -> (weakref to the tensor, its hooks): the tensor's C struct has no slot for them, and a dict keyed by
 # id keeps the check in backward() to one truth test while nobody registered a hook
-_post_acc = {}
+post_accumulate_hooks = {}
 _callbacks = None  # the callbacks queued during the backward pass now firing hooks, or None outside one
 
 
@@ -26,14 +26,14 @@ class RemovableHandle:
         self._key, self._hook = key, hook
 
     def remove(self):
-        entry = _post_acc.get(self._key)
+        entry = post_accumulate_hooks.get(self._key)
         if entry is None:
             return
         hooks = entry[1]
         if self._hook in hooks:
             hooks.remove(self._hook)
         if not hooks:
-            del _post_acc[self._key]
+            del post_accumulate_hooks[self._key]
 
 
 def register_post_accumulate_grad_hook(t, hook):
@@ -43,18 +43,18 @@ def register_post_accumulate_grad_hook(t, hook):
     if not t.is_leaf:
         raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
     key = id(t)
-    entry = _post_acc.get(key)
+    entry = post_accumulate_hooks.get(key)
     if entry is None or entry[0]() is not t:
         # a dead tensor's id may have been reused: its entry goes with it
-        entry = _post_acc[key] = (weakref.ref(t, lambda _ref, key=key: _drop(key, _ref)), [])
+        entry = post_accumulate_hooks[key] = (weakref.ref(t, lambda _ref, key=key: _drop(key, _ref)), [])
     entry[1].append(hook)
     return RemovableHandle(key, hook)
 
 
 def _drop(key, ref):
-    entry = _post_acc.get(key)
+    entry = post_accumulate_hooks.get(key)
     if entry is not None and entry[0] is ref:
-        del _post_acc[key]
+        del post_accumulate_hooks[key]
 
 
 def queue_callback(fn: Callable[[], object]) -> None:
@@ -68,9 +68,11 @@ def queue_callback(fn: Callable[[], object]) -> None:
 def grads_before():
     """What fire() compares against: each hooked tensor's ``.grad`` before a backward pass (None when no tensor has
     a post-accumulate hook, the common case)."""
-    if not _post_acc:
+    if not post_accumulate_hooks:
         return None
-    return [(ref, ref().grad if ref() is not None else None) for ref, _ in list(_post_acc.values())]
+    return [
+        (ref, ref().grad if ref() is not None else None) for ref, _ in list(post_accumulate_hooks.values())
+    ]
 
 
 def fire(before):
@@ -92,7 +94,7 @@ def fire(before):
     outer, _callbacks = _callbacks, []
     try:
         for t in changed:
-            entry = _post_acc.get(id(t))
+            entry = post_accumulate_hooks.get(id(t))
             if entry is not None:
                 for h in list(entry[1]):
                     h(t)

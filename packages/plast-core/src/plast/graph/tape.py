@@ -31,6 +31,7 @@ from ..kernels.host import copy_values, host_array, write_host
 
 _tape = None  # the Tape being recorded, or None
 _host_side = 0  # >0 while runtime_input callbacks run: their writes are not part of the plan
+_trace_listeners: list[Callable[[bool], None]] = []  # told when a jit trace starts (True) and ends (False)
 
 
 def tracing() -> bool:
@@ -48,9 +49,22 @@ def recording(tape):
         raise RuntimeError(f"plast: cannot record {tape.what} while {_tape.what} is being recorded")
     _tape = tape
     try:
+        if tape.traces:
+            for listener in _trace_listeners:
+                listener(True)
         yield tape
     finally:
         _tape = None
+        if tape.traces:
+            for listener in _trace_listeners:
+                listener(False)
+
+
+def on_trace(listener: Callable[[bool], None]) -> None:
+    """Call ``listener(True)`` when a @plast.jit trace starts and ``listener(False)`` when it ends: code that
+    asks "am I being traced?" on every call (a module's ``__call__``) keeps the answer in a variable of its own
+    instead of calling tracing() each time."""
+    _trace_listeners.append(listener)
 
 
 class Step:

@@ -12,7 +12,7 @@ from collections import OrderedDict, namedtuple
 
 import plast
 from plast import Tensor
-from plast.compiler import is_compiling, note_state
+from plast.compiler import note_state, on_trace
 from plast.errors import CheckpointError
 
 from .parameter import Buffer, Parameter, _persistent_leaf, _rebind
@@ -48,6 +48,18 @@ class _HookDict(OrderedDict):
 
 
 _ABSENT = object()
+
+# Whether a @plast.jit trace is running: every module call asks, so the answer is kept here, set by the tracer
+# (plast.compiler.on_trace), rather than fetched by a call each time.
+_tracing = False
+
+
+def _set_tracing(active):
+    global _tracing
+    _tracing = active
+
+
+on_trace(_set_tracing)
 
 
 class _Members(OrderedDict):
@@ -692,7 +704,7 @@ class Module:
         )
 
     def __call__(self, *args, **kwargs):
-        if is_compiling():
+        if _tracing:
             note_state(self, self._jit_key)
         if not self._forward_pre_hooks and not self._forward_hooks:
             return self.forward(*args, **kwargs)
