@@ -38,6 +38,7 @@ from ._jit.trace import jit
 from ._tensor import Tensor
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .autograd.api import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .compiler import compile  # noqa: A004 (torch.compile)
 from .graph.realize import realize as _realize
 from .kernels.cpu._runtime import get_num_threads, set_num_threads
 from .memory.arenas import arena_scope, arena_stats, init_arenas, reset_transient_arenas

@@ -9,6 +9,8 @@ inside a traced step may need to say three things, and this module is how:
 * ``runtime_input(fn)``: "run ``fn`` before every replay" (an optimizer copying the current learning rate into
   its hyperparameter tensor): what ``fn`` writes is an input of the plan, not a constant baked into it.
 * ``is_compiling()``: a trace is running now (Python control flow is frozen; read no values).
+* ``compile(model)`` / ``disable(fn)``: torch.compile's and torch.compiler.disable's names; both hand back what
+  they were given (see ``compile``).
 * ``on_trace(listener)``: ``listener(True)`` when a trace starts, ``listener(False)`` when it ends, for code that
   would otherwise ask ``is_compiling()`` on every call (plast-nn's ``Module.__call__``).
 
@@ -24,7 +26,7 @@ False
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .graph._mutation import UpdateReplay, replays_enabled
@@ -51,7 +53,75 @@ def capture_updates() -> Iterator[list[Any]]:
             calls.extend(tape.steps)
 
 
+def compile(  # noqa: A001 (torch.compile's name)
+    model: Callable[..., Any] | None = None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: str | Callable[..., Any] | None = "inductor",
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    disable: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """``torch.compile``'s signature; returns `model` itself, unchanged (or, called without a model, a decorator
+    that does), so it never changes a result.
+
+    plast needs no separate compile step for what torch.compile does: the eager path already records a lazy
+    graph, plans and fuses it, caches the plan, and replays repeated backward passes and optimizer updates
+    (DESIGN §2). The explicit whole-step tracer is ``@plast.jit``: it records a step's kernels once and
+    replays them without Python, with rules of its own (values read in Python freeze at trace time), so
+    ``compile`` does not apply it behind the caller's back.
+
+    Why the object itself and not a wrapper: torch's ``OptimizedModule`` forwards attributes but changes
+    ``type()`` and prefixes ``state_dict()`` keys with ``_orig_mod.``; returning the module keeps it the same
+    module in every respect (its state_dict keys have no prefix, unlike torch's). The keyword arguments are
+    checked as torch checks them and otherwise ignored.
+
+    >>> import plast
+    >>> f = plast.compile(lambda x: x * 2)
+    >>> f(plast.tensor([1.0])).tolist()
+    [2.0]
+    """
+    if mode is not None and options is not None:
+        raise RuntimeError(
+            "Either mode or options can be specified, but both can't be specified at the same time."
+        )
+    if backend is not None and not isinstance(backend, str) and not callable(backend):
+        raise TypeError(f"backend must be a string or a callable, got {type(backend).__name__}")
+
+    def apply(m: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(m):
+            raise AssertionError(f"A callable function is expected, but {type(m)} is provided.")
+        return m
+
+    return apply if model is None else apply(model)
+
+
+def disable(
+    fn: Callable[..., Any] | None = None, recursive: bool = True, *, reason: str | None = None
+) -> Any:
+    """``torch.compiler.disable``: `fn` itself (``compile`` changes nothing to opt out of); a decorator when
+    called without `fn`."""
+    if fn is None:
+        return lambda f: f
+    return fn
+
+
+def reset() -> None:
+    """``torch.compiler.reset``: nothing to reset (``compile`` keeps no state)."""
+
+
+def is_dynamo_compiling() -> bool:
+    """``torch.compiler.is_dynamo_compiling``: always False (plast has no Dynamo)."""
+    return False
+
+
 __all__ = [
+    "compile",
+    "disable",
+    "is_dynamo_compiling",
+    "reset",
     "UpdateReplay",
     "capture_updates",
     "is_compiling",

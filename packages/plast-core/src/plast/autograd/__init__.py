@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .._core import grad_mode as autograd_state
+from . import function
 from .api import (
     backward,
     enable_grad,
@@ -12,6 +13,7 @@ from .api import (
     no_grad,
     set_grad_enabled,
 )
+from .function import Function, FunctionCtx, once_differentiable
 from .hooks import queue_callback
 
 
@@ -42,6 +44,10 @@ def is_anomaly_enabled() -> bool:
 
 
 __all__ = [
+    "Function",
+    "FunctionCtx",
+    "function",
+    "once_differentiable",
     "backward",
     "grad",
     "no_grad",

@@ -4,7 +4,8 @@ and the graph key are compiled, autograd/_backward_replay.pyx, whose docstring t
 A key's first backward runs the ordinary way; its second runs the ordinary way while every kernel is recorded,
 and the recording becomes the key's Program; later ones replay it. A graph whose backward reads anything a
 replay could not rebind (memory computed before the call, values read in Python by a backward rule) is marked
-unreplayable and keeps running the ordinary way. ``PLAST_PLAN_CACHE=0`` turns replays off with the plan cache.
+unreplayable and keeps running the ordinary way, as is a graph through a custom ``autograd.Function``
+(autograd/function.py). ``PLAST_PLAN_CACHE=0`` turns replays off with the plan cache.
 """
 
 import contextlib
@@ -21,6 +22,7 @@ from ..ops.factory import SCALAR_CACHE
 from . import _backward_replay as _br
 from ._backward import root_ones
 from .engine import backward_leaves
+from .function import is_function_row
 
 stats = _br.stats
 clear = _br.clear
@@ -66,6 +68,9 @@ def record(s, root, run):
     try:
         if realize._STATS["realizes"] - realizes > 1:
             raise Unreplayable("a backward rule computed values before the gradients' realize")
+        if any(is_function_row(node.op) for node in visited):
+            # a custom Function's Python backward may depend on anything, not only on what the key hashes
+            raise Unreplayable("the graph holds a custom autograd.Function (its backward is Python)")
         program = rec.finish(checked, visited)
     except Unreplayable as e:
         if realize._DEBUG:

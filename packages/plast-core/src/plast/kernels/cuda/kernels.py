@@ -248,6 +248,14 @@ def copy(node, inputs, outputs):
     copy_raw(operand(x), addr(out), out._strides, out.dtype.code)
 
 
+def function_outputs(node, inputs, outputs):
+    """A custom autograd.Function's node (autograd/function.py): its inputs end with the forward's results, each
+    copied into the matching output."""
+    base = len(inputs) - len(outputs)
+    for j, out in enumerate(outputs):
+        copy(node, (inputs[base + j],), (out,))
+
+
 def view(node, inputs, outputs):
     """Views share the input's storage: only shape, strides and offset change (device-independent)."""
     x = inputs[0]
@@ -919,7 +927,7 @@ POINTWISE = {
     "reduce_take_along": take_along, "reduce_put_along": put_along,
     "sum": reduce, "prod": reduce, "amax": reduce, "amin": reduce, "all": reduce, "any": reduce, "norm": norm,
     "argmax": argminmax, "argmin": argminmax, "logsumexp": logsumexp, "cumsum": cumsum,
-    "argsort": argsort, "topk": topk,
+    "argsort": argsort, "topk": topk, "autograd_function": function_outputs,
     "reduce_tie_weights": tie_weights, "reduce_prod_others": prod_others, "reduce_prod_others_bw": prod_others,
     # a copy whose backward rule raises (scatter_reduce's unsupported double backward)
     "scatter_reduce_double_backward_error": copy,
