@@ -19,7 +19,8 @@ Eager backward replays (autograd/backward_replay.py) replay kernels keyed by the
 Python ``backward`` may depend on anything (``ctx`` attributes, globals): a backward through a Function is
 marked unreplayable (``Unreplayable``) and always runs the ordinary way, so its results are always the Python
 backward's. In-place Functions (``ctx.mark_dirty``) are not supported: ``mark_dirty`` raises
-NotImplementedError. The row has CPU kernels only.
+NotImplementedError. The row's CUDA kernel (kernels/cuda/kernels.py: function_outputs) is the same copy, not yet
+run on a GPU.
 """
 
 from __future__ import annotations
