@@ -23,6 +23,7 @@ inconsistent file, or a path that is not a regular file, raises CheckpointError 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -520,6 +521,8 @@ def save(
     if _is_file_object(f):
         if not hasattr(f, "write"):
             raise TypeError(f"plast.save: {type(f).__name__} has no write(); pass a path or a writable file")
+        if isinstance(f, io.TextIOBase):
+            raise TypeError("plast.save: the file is open in text mode; open it in binary mode ('wb')")
         _write_to(f, header, chunks)
         return
 
@@ -561,6 +564,8 @@ def load(
         if not hasattr(f, "read"):
             raise TypeError(f"plast.load: {type(f).__name__} has no read(); pass a path or a readable file")
         name = str(getattr(f, "name", None) or f"<{type(f).__name__}>")
+        if isinstance(f, io.TextIOBase):
+            raise TypeError(f"plast.load: {name} is open in text mode; open the file in binary mode ('rb')")
         data = f.read()
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(
@@ -574,7 +579,10 @@ def load(
     except _Bad as e:
         raise CheckpointError(f"plast.load: {name}: {e}") from None
     if with_metadata:
-        return out, {k: v for k, v in meta.items() if k not in _RESERVED}
+        # plast's own entries are not the caller's; another tool's file keeps all of its own
+        if _TREE_KEY in meta:
+            meta = {k: v for k, v in meta.items() if k not in _RESERVED}
+        return out, meta
     return out
 
 
