@@ -45,6 +45,8 @@ NEEDS = {
 }
 TEST_DEPS = ["pytest", "hypothesis", "numpy"]
 TORCH = "torch==2.13.0"  # the test oracle and benchmark peer; never a runtime dependency
+# the safetensors package reads and writes plast.save files in the interop tests (plast has its own reader)
+SAFETENSORS = "safetensors>=0.4"
 RUFF = "ruff==0.17.6"  # pinned so that `ruff format --check` means the same everywhere (tox.ini too)
 CYTHON_LINT = "cython-lint==0.22.0"  # ruff does not read .pyx/.pxd
 # C and CUDA (config: .clang-format); pinned: versions format differently
@@ -183,7 +185,7 @@ def build(session: nox.Session) -> None:
 @nox.parametrize("dist", list(DISTS), ids=list(DISTS))
 def tests(session: nox.Session, dist: str) -> None:
     """One distribution's tests, against plast-core's wheel and the siblings it needs."""
-    extra = TEST_DEPS + ([TORCH] if dist in {"core", "nn"} else [])
+    extra = TEST_DEPS + ([TORCH, SAFETENSORS] if dist in {"core", "nn"} else [])
     if dist in {"core", "nn"}:
         extra += mpi_extra()  # plast.distributed's tests start 2 ranks with the mpich wheel's mpiexec
     if dist == "data":
@@ -215,7 +217,7 @@ def subsets(session: nox.Session, case: tuple[str, list[str], list[str]]) -> Non
 @nox.session
 def gpu(session: nox.Session) -> None:
     """The tests marked `cuda` in every distribution; they skip cleanly on a machine without a GPU."""
-    extra = [*TEST_DEPS, TORCH]
+    extra = [*TEST_DEPS, TORCH, SAFETENSORS]
     if _have_gpu():
         extra.append("pycuda>=2024.1")  # plast-core's `cuda` extra
     else:
