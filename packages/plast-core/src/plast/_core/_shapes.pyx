@@ -2,26 +2,25 @@
 """Shape helpers of the op layer, compiled: every op call runs one or more of them (_core/shapes.py re-exports
 them with their documentation)."""
 
+from ._structs cimport contiguous_strides as _strides, mul_ovf, shape_numel
 from .errors import ShapeError
 
 
 def numel(shape):
-    cdef Py_ssize_t n = 1
+    cdef Py_ssize_t n = 1, d
     for s in shape:
-        n *= <Py_ssize_t>s
+        d = <Py_ssize_t>s
+        if mul_ovf(n, d, &n):  # a zero dim later, or RuntimeError naming the shape
+            return shape_numel(tuple(shape))
     return n
 
 
+def nbytes(shape, itemsize):
+    return shape_numel(shape if type(shape) is tuple else tuple(shape), itemsize) * itemsize
+
+
 def contiguous_strides(shape):
-    cdef Py_ssize_t nd = len(shape), i, acc = 1, d
-    if nd == 0:
-        return ()
-    cdef list strides = [0] * nd
-    for i in range(nd - 1, -1, -1):
-        strides[i] = acc
-        d = shape[i]
-        acc *= d if d > 1 else 1
-    return tuple(strides)
+    return _strides(shape if type(shape) is tuple else tuple(shape))
 
 
 def broadcast_shapes(*shapes, op="broadcast"):

@@ -6,6 +6,9 @@ from libc.stdlib cimport getenv
 
 from plast._core._dtype cimport dtype as DType
 
+cdef extern from "sizes.h":
+    bint mul_ovf "plast_mul_ovf"(Py_ssize_t a, Py_ssize_t b, Py_ssize_t *r) noexcept nogil
+
 cdef class TensorBase:
     # NOTE: an exact tuple, never a plast.Size: CPython gives a Python subclass of tuple a generic item slot (a
     # Python-level __getitem__ call per item, about 0.2 us) that C code indexing a shape would take; typed as a
@@ -76,13 +79,19 @@ cdef inline bint env_zero(const char *name) noexcept:
 
 
 cdef tuple contiguous_strides(tuple shape)
+cdef Py_ssize_t shape_numel(tuple shape, Py_ssize_t itemsize=*) except -1
 cdef TensorBase alloc_tensor(type cls)
 cdef TensorBase new_lazy(type cls, object shape, object dtype, object device, object node, Py_ssize_t index)
 
 
 cdef inline Py_ssize_t nbytes(TensorBase t) except -1:
-    """Bytes of t's elements (its shape times its dtype's size)."""
-    cdef Py_ssize_t n = 1
+    """Bytes of t's elements (its shape times its dtype's size); RuntimeError naming the shape when that does not
+    fit in a Py_ssize_t (record() refuses such outputs, so a scheduler never asks for one)."""
+    cdef Py_ssize_t n = 1, d
     for s in t._shape:
-        n *= <Py_ssize_t>s
-    return n * <Py_ssize_t>t.dtype.itemsize
+        d = <Py_ssize_t>s
+        if mul_ovf(n, d, &n):
+            return shape_numel(t._shape, t.dtype.itemsize)  # a zero dim later, or the error
+    if mul_ovf(n, <Py_ssize_t>t.dtype.itemsize, &n):
+        return shape_numel(t._shape, t.dtype.itemsize)
+    return n

@@ -52,10 +52,7 @@ cdef class TensorBase:
         return len(self._shape)
 
     def numel(self):
-        cdef Py_ssize_t n = 1
-        for s in self._shape:
-            n *= <Py_ssize_t>s
-        return n
+        return shape_numel(self._shape)
 
     cpdef bint is_contiguous(self):
         """Row-major with no gaps (size-1 dims may have any stride), as torch defines it."""
@@ -142,14 +139,47 @@ cdef class Node:
 
 
 cdef tuple contiguous_strides(tuple shape):
-    cdef Py_ssize_t n = len(shape), i, acc = 1
+    """Row-major strides of `shape` (a size-1 or size-0 dim counts as 1), or RuntimeError naming the shape when a
+    stride does not fit in a Py_ssize_t (torch's "Stride calculation overflowed")."""
+    cdef Py_ssize_t n = len(shape), i, acc = 1, d
     if n == 0:
         return ()
     cdef list out = [0] * n
     for i in range(n - 1, -1, -1):
         out[i] = acc
-        acc *= max(<Py_ssize_t>shape[i], 1)
+        if i:
+            d = <Py_ssize_t>shape[i]
+            if d > 1 and mul_ovf(acc, d, &acc):
+                raise RuntimeError(
+                    f"Stride calculation overflowed with sizes={list(shape)}: a stride exceeds 2**63-1 elements"
+                )
     return tuple(out)
+
+
+cdef Py_ssize_t shape_numel(tuple shape, Py_ssize_t itemsize=0) except -1:
+    """The element count of `shape`; with `itemsize`, also check that its byte size fits. RuntimeError naming the
+    shape when either does not fit in a Py_ssize_t (int64): torch's rule, and its messages. The one place a
+    tensor's size is checked (issue 23): record(), the scheduler and the allocators all come here."""
+    cdef Py_ssize_t n = 1, d, b
+    cdef bint over = False
+    for s in shape:
+        d = <Py_ssize_t>s
+        if d == 0:
+            return 0  # any other dim, however large, holds no element
+        if d < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {d}: {list(shape)}")
+        if not over and mul_ovf(n, d, &n):
+            over = True
+    if over:
+        raise RuntimeError(
+            f"numel: integer multiplication overflow: shape {list(shape)} has more than 2**63-1 elements"
+        )
+    if itemsize and mul_ovf(n, itemsize, &b):
+        raise RuntimeError(
+            f"Storage size calculation overflowed with sizes={list(shape)}: {n} elements of {itemsize} bytes "
+            f"need more than 2**63-1 bytes"
+        )
+    return n
 
 
 cdef tuple _NO_ARGS = ()
@@ -175,9 +205,10 @@ cdef TensorBase new_lazy(type cls, object shape, object dtype, object device, ob
     if type(shape) is not tuple:
         shape = tuple(shape)
     t._shape = shape
-    t._strides = contiguous_strides(<tuple>shape)
     if dtype is None:  # compiled code reads dtype fields unchecked (TensorBase.dtype is typed)
         raise TypeError("a tensor needs a dtype, got None")
+    t._strides = contiguous_strides(<tuple>shape)
+    shape_numel(<tuple>shape, (<DType?>dtype).itemsize)  # a shape that no memory could hold: an error now
     t.dtype = dtype
     t.device = device
     t._node = node

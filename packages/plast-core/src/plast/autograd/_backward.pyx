@@ -8,7 +8,7 @@ autograd/api.py is the public face (backward, grad, grad modes); the rules thems
 from cpython.ref cimport PyObject, Py_REFCNT
 from cpython.weakref cimport PyWeakref_GetObject
 
-from .._core._structs cimport Node, TensorBase, nbytes, new_lazy
+from .._core._structs cimport Node, TensorBase, nbytes, new_lazy, shape_numel
 from .._core.codes cimport PLAST_DT_F32, PLAST_DT_F64
 from ..memory.arena cimport Storage
 from ..memory import arenas as _arenas
@@ -31,10 +31,8 @@ cdef object _ones(TensorBase r):
     cdef int code = r.dtype.code
     if r.device.type != "cpu" or (code != PLAST_DT_F32 and code != PLAST_DT_F64):
         return ones_like(r)
-    cdef Py_ssize_t n = 1, i
-    for s in r._shape:
-        n *= <Py_ssize_t>s
-    cdef Storage st = <Storage>_arenas.persistent("cpu").new(n * <Py_ssize_t>r.dtype.itemsize)
+    cdef Py_ssize_t n = shape_numel(r._shape), i
+    cdef Storage st = <Storage>_arenas.persistent("cpu").new(nbytes(r))
     cdef TensorBase g = new_lazy(type(r), r._shape, r.dtype, r.device, None, 0)
     g._storage = st
     if code == PLAST_DT_F32:

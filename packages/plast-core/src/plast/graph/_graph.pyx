@@ -15,7 +15,7 @@ from cpython.ref cimport PyObject
 from .._core import grad_mode as autograd_state
 from .._core import dtypes as _dtypes
 from .._core._dtype cimport dtype as DType
-from .._core._structs cimport Node, OpDef, TensorBase, alloc_tensor, env_zero, new_lazy
+from .._core._structs cimport Node, OpDef, TensorBase, alloc_tensor, env_zero, new_lazy, shape_numel
 from ..memory.arena cimport Storage
 from .._core._state cimport flag
 from ..kernels.cpu import kernels as _cpu_kernels
@@ -169,6 +169,7 @@ cpdef list record(object op, object inputs, object args, object specs, object de
         if view:  # strides and offset are set below from the arguments: skip the contiguous ones
             o = alloc_tensor(_Tensor)
             o._shape = shape if type(shape) is tuple else tuple(shape)
+            shape_numel(o._shape)  # a view needs no memory, but its element count must fit in an int64 (torch)
             if dtype is None:
                 raise TypeError(f"{op.name}: an output needs a dtype, got None")
             o.dtype = dtype

@@ -167,7 +167,8 @@ cpdef run_node(Node node, dict slots, object check_nan):
     for x in node.inputs:
         check_storage((<TensorBase>x)._storage)
     cdef TensorBase o
-    cdef Py_ssize_t j = 0
+    cdef Py_ssize_t j = 0, size
+    cdef bint empty
     cdef TensorBase src
     if (<OpDef>op).view if is_row else op.view:
         o = <TensorBase>outs[0]
@@ -183,13 +184,18 @@ cpdef run_node(Node node, dict slots, object check_nan):
             o._offset = offset
     else:
         arena = _transient(dev_type)
+        empty = True  # every output holds no element: nothing to compute (its dims may still be huge)
         for x in outs:
             o = <TensorBase>x
             st = slots.get((id(node), j)) if slots else None
-            o._storage = st if st is not None else _alloc(arena, nbytes(o))
+            size = nbytes(o)
+            empty = empty and size == 0
+            o._storage = st if st is not None else _alloc(arena, size)
             j += 1
         try:
-            if not outs or not _run_c(kernel, node, node.inputs, outs):
+            if empty and outs:
+                pass
+            elif not outs or not _run_c(kernel, node, node.inputs, outs):
                 kernel(node, node.inputs, outs)
         except BaseException:
             unallocate(outs)
@@ -224,17 +230,23 @@ cpdef run_group(object g, dict slots):
     arena = _transient(root.device.type)
     cdef TensorBase o
     cdef Py_ssize_t j = 0
+    cdef bint empty = True  # as in run_node: no element to compute
+    cdef Py_ssize_t size
     for x in outs:
         o = <TensorBase>x
         st = slots.get((id(root), j)) if slots else None
-        o._storage = st if st is not None else _alloc(arena, nbytes(o))
+        size = nbytes(o)
+        empty = empty and size == 0
+        o._storage = st if st is not None else _alloc(arena, size)
         j += 1
     inputs = g.inputs
     for x in inputs:
         check_storage((<TensorBase>x)._storage)
     kernel, args = g.kernel, g.args
     try:
-        if not outs or not _run_group_c(kernel, root, inputs, outs, args):
+        if empty and outs:
+            pass
+        elif not outs or not _run_group_c(kernel, root, inputs, outs, args):
             kernel(root, inputs, outs, args)
     except BaseException:
         unallocate(outs)

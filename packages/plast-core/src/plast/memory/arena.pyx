@@ -21,18 +21,28 @@ cdef extern from "stdlib.h" nogil:
 
 DEF ALIGN = 64
 DEF MIN_CHUNK = 4 << 20
+# The largest request an arena serves: its size class (at most n + n/4) and a chunk's bump offset then stay
+# within a Py_ssize_t. No machine has that much memory (x86-64 and arm64 address at most 2**57 bytes); a larger
+# request is refused at once rather than rounded through a wrapping product.
+DEF MAX_REQUEST = 1 << 62
 
 cdef inline Py_ssize_t size_class(Py_ssize_t n):
-    """Round n up to the next of 64 * 2**k * {1, 1.25, 1.5, 1.75}."""
+    """Round n (at most MAX_REQUEST) up to the next of 64 * 2**k * {1, 1.25, 1.5, 1.75}."""
     if n <= ALIGN:
         return ALIGN
     cdef Py_ssize_t p = ALIGN
-    while p * 2 <= n:
+    while p <= n // 2:
         p *= 2
     cdef Py_ssize_t step = p // 4
     if step < ALIGN:
         step = ALIGN
     return ((n + step - 1) // step) * step
+
+
+cdef _too_large(str name, object nbytes):
+    raise ArenaExhaustedError(
+        f"{name} arena: cannot allocate {nbytes} bytes ({_fmt(nbytes)}): more than any machine can address"
+    )
 
 
 def _fmt(n):
@@ -68,7 +78,7 @@ cdef class Arena:
     cdef _new_chunk(self, Py_ssize_t size):
         cdef void *p = NULL
         if posix_memalign(&p, ALIGN, <size_t>size) != 0 or p == NULL:
-            raise MemoryError(f"arena {self.name!r}: the OS refused {_fmt(size)}")
+            raise ArenaExhaustedError(f"arena {self.name!r}: the OS refused {_fmt(size)} ({size} bytes)")
         self._chunks.append([<uintptr_t>p, size, 0])
         self.reserved += size
         self.n_chunk_allocs += 1
@@ -76,6 +86,8 @@ cdef class Arena:
     cdef Storage alloc(self, Py_ssize_t nbytes):
         if nbytes < 0:
             raise ValueError(f"cannot allocate {nbytes} bytes")
+        if nbytes > MAX_REQUEST:
+            _too_large(self.name, nbytes)
         cdef Py_ssize_t cls = size_class(nbytes)
         cdef list fl = self._free.get(cls)
         cdef uintptr_t addr = 0
@@ -124,8 +136,10 @@ cdef class Arena:
         else:
             fl.append(<uintptr_t>s.ptr)
 
-    def new(self, Py_ssize_t nbytes, bint zero=False):
+    def new(self, object nbytes, bint zero=False):
         """Allocate a Storage of `nbytes` (zero-filled if asked)."""
+        if nbytes > MAX_REQUEST:  # a Python int may not even fit in a Py_ssize_t
+            _too_large(self.name, nbytes)
         cdef Storage s = self.alloc(nbytes)
         if zero and nbytes:
             memset(s.ptr, 0, nbytes)
@@ -274,5 +288,7 @@ def view_of(Storage parent, Py_ssize_t byte_offset, Py_ssize_t nbytes):
     return s
 
 
-def alloc(Arena arena, Py_ssize_t nbytes):
+def alloc(Arena arena, object nbytes):
+    if nbytes > MAX_REQUEST:
+        _too_large(arena.name, nbytes)
     return arena.alloc(nbytes)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._core import dtypes as _dtypes
 from .._core.devices import as_device
-from .._core.shapes import numel
+from .._core.shapes import nbytes
 from ..graph._graph import tensor_class
 from ..kernels.host import write_host
 from ..memory import arenas as _arenas
@@ -29,7 +29,7 @@ def new_leaf(shape, dtype, device, requires_grad=False, zero=False):
     """A fresh leaf of `shape` in the persistent arena of `device`: zero-filled when `zero`, else uninitialized."""
     dev = device_for(device)
     _dtypes.check_16bit_device(dtype, dev, "new tensor")
-    st = _arenas.persistent(dev.type).new(numel(shape) * dtype.itemsize, zero)
+    st = _arenas.persistent(dev.type).new(nbytes(shape, dtype.itemsize), zero)
     t = tensor_class()._from_storage(st, shape, dtype, dev)
     if requires_grad:
         t.requires_grad_(True)
