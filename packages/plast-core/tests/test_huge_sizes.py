@@ -327,6 +327,9 @@ def _case(shape, op, mode):
 def _check(case, res):
     kind = case["kind"]
     where = f"{case['code']!r} -> {res}"
+    if case["op"] in ("amax", "amin") and case["shape"][-1] == 0:  # no identity to return: torch raises too
+        assert res.get("exc") == "IndexError" and "Expected reduction dim" in res["msg"], where
+        return
     if kind == "numel":
         assert res.get("exc") == "RuntimeError" and "numel: integer multiplication overflow" in res["msg"], (
             where
@@ -358,9 +361,6 @@ ops = st.sampled_from(UNARY + BINARY + REDUCE + MOVE)
 modes = st.sampled_from(["eager", "jit", "backward"])
 
 
-@pytest.mark.skip(
-    reason="issue 23 follow-up: some drawn case still runs past the child's timeout (not yet isolated)"
-)
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(st.lists(st.tuples(shapes, ops, modes), min_size=30, max_size=30))
 def test_fuzz_huge_shapes(batch):

@@ -163,7 +163,12 @@ cdef Py_ssize_t shape_numel(tuple shape, Py_ssize_t itemsize=0) except -1:
     cdef Py_ssize_t n = 1, d, b
     cdef bint over = False
     for s in shape:
-        d = <Py_ssize_t>s
+        try:
+            d = <Py_ssize_t>s
+        except OverflowError:  # a dim past int64 itself (cat or repeat summed two huge dims)
+            raise RuntimeError(
+                f"numel: integer multiplication overflow: shape {list(shape)} has a dim over 2**63-1"
+            ) from None
         if d == 0:
             return 0  # any other dim, however large, holds no element
         if d < 0:
