@@ -141,15 +141,20 @@ cdef class Node:
 cdef tuple contiguous_strides(tuple shape):
     """Row-major strides of `shape` (a size-1 or size-0 dim counts as 1), or RuntimeError naming the shape when a
     stride does not fit in a Py_ssize_t (torch's "Stride calculation overflowed")."""
-    cdef Py_ssize_t n = len(shape), i, acc = 1, d
+    cdef Py_ssize_t n = len(shape), i, acc = 1, d = 0
+    cdef bint huge
     if n == 0:
         return ()
     cdef list out = [0] * n
     for i in range(n - 1, -1, -1):
         out[i] = acc
         if i:
-            d = <Py_ssize_t>shape[i]
-            if d > 1 and mul_ovf(acc, d, &acc):
+            try:
+                d = <Py_ssize_t>shape[i]
+                huge = False
+            except OverflowError:
+                huge = True  # a dim past int64: certainly an overflow
+            if huge or (d > 1 and mul_ovf(acc, d, &acc)):
                 raise RuntimeError(
                     f"Stride calculation overflowed with sizes={list(shape)}: a stride exceeds 2**63-1 elements"
                 )
@@ -187,6 +192,36 @@ cdef Py_ssize_t shape_numel(tuple shape, Py_ssize_t itemsize=0) except -1:
     return n
 
 
+cdef tuple _checked_strides(tuple shape, Py_ssize_t itemsize):
+    """contiguous_strides(shape) and shape_numel(shape, itemsize)'s checks in one pass over the dims (record()
+    runs this for every tensor it makes); the errors are theirs, in their order. A shape that no memory could hold
+    is an error now, not when it is computed."""
+    cdef Py_ssize_t n = len(shape), i, acc = 1, numel = 1, d
+    cdef bint fits = True
+    if n == 0:
+        return ()
+    cdef list out = [0] * n
+    for i in range(n - 1, -1, -1):
+        out[i] = acc
+        try:
+            d = <Py_ssize_t>shape[i]
+        except OverflowError:  # a dim past int64 itself: the stride or numel error, from the slow path
+            break
+        if d > 1:
+            if i and mul_ovf(acc, d, &acc):
+                break
+            if fits and mul_ovf(numel, d, &numel):
+                fits = False
+        elif d <= 0:
+            fits = False  # zero (nothing to allocate) or negative: the slow path decides
+    else:
+        if fits and not mul_ovf(numel, itemsize, &d):
+            return tuple(out)
+    strides = contiguous_strides(shape)  # the exact checks and messages, for the rare shape that is not plain
+    shape_numel(shape, itemsize)
+    return strides
+
+
 cdef tuple _NO_ARGS = ()
 
 
@@ -212,8 +247,7 @@ cdef TensorBase new_lazy(type cls, object shape, object dtype, object device, ob
     t._shape = shape
     if dtype is None:  # compiled code reads dtype fields unchecked (TensorBase.dtype is typed)
         raise TypeError("a tensor needs a dtype, got None")
-    t._strides = contiguous_strides(<tuple>shape)
-    shape_numel(<tuple>shape, (<DType?>dtype).itemsize)  # a shape that no memory could hold: an error now
+    t._strides = _checked_strides(<tuple>shape, (<DType?>dtype).itemsize)
     t.dtype = dtype
     t.device = device
     t._node = node
