@@ -45,7 +45,7 @@ NEEDS = {
 }
 TEST_DEPS = ["pytest", "hypothesis", "numpy"]
 TORCH = "torch==2.13.0"  # the test oracle and benchmark peer; never a runtime dependency
-# the safetensors package reads and writes plast.save files in the interop tests (plast has its own reader)
+# the safetensors package: the interop tests, and the tiny BERT test model (plast has its own reader)
 SAFETENSORS = "safetensors>=0.4"
 RUFF = "ruff==0.17.6"  # pinned so that `ruff format --check` means the same everywhere (tox.ini too)
 CYTHON_LINT = "cython-lint==0.22.0"  # ruff does not read .pyx/.pxd
@@ -186,6 +186,8 @@ def build(session: nox.Session) -> None:
 def tests(session: nox.Session, dist: str) -> None:
     """One distribution's tests, against plast-core's wheel and the siblings it needs."""
     extra = TEST_DEPS + ([TORCH, SAFETENSORS] if dist in {"core", "nn"} else [])
+    if dist == "experiment":
+        extra.append(SAFETENSORS)  # tests/tooling/tiny_bert.py writes its model with the package
     if dist in {"core", "nn"}:
         extra += mpi_extra()  # plast.distributed's tests start 2 ranks with the mpich wheel's mpiexec
     if dist == "data":
