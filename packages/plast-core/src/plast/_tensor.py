@@ -277,14 +277,12 @@ class Tensor(TensorBase):
         # a training loop's backward: straight to its replay, as autograd.api.backward would (tried once:
         # a try counts toward recording a replay)
         if gradient is None and not retain_graph and not create_graph and inputs is None:
-            if not grad_hooks.post_accumulate_hooks:  # the common case: no hook to fire, no call to make
-                if not try_replay(self):
-                    backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
-                return
-            before = grad_hooks.grads_before()
+            # the common case has no post-accumulate hook: no hook calls at all
+            before = grad_hooks.grads_before() if grad_hooks.post_accumulate_hooks else None
             if not try_replay(self):
                 backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
-            grad_hooks.fire(before)
+            if before is not None:
+                grad_hooks.fire(before)
             return
         autograd.backward(
             [self], [gradient], retain_graph=retain_graph, create_graph=create_graph, inputs=inputs
