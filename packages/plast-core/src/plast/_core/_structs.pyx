@@ -9,8 +9,8 @@ records nodes, ops/registry.py builds rows.
 cimport cython
 from cpython.object cimport PyTypeObject
 from cpython.type cimport PyType_IsSubtype
-from cpython.ref cimport PyObject
-
+from cpython.ref cimport PyObject, Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from .devices import CPU
 
 
@@ -167,19 +167,19 @@ cdef Py_ssize_t shape_numel(tuple shape, Py_ssize_t itemsize=0) except -1:
     tensor's size is checked (issue 23): record(), the scheduler and the allocators all come here."""
     cdef Py_ssize_t n = 1, d, b
     cdef bint over = False
-    for s in shape:
-        try:
+    try:  # around the loop, not per dim (see _checked_strides)
+        for s in shape:
             d = <Py_ssize_t>s
-        except OverflowError:  # a dim past int64 itself (cat or repeat summed two huge dims)
-            raise RuntimeError(
-                f"numel: integer multiplication overflow: shape {list(shape)} has a dim over 2**63-1"
-            ) from None
-        if d == 0:
-            return 0  # any other dim, however large, holds no element
-        if d < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {d}: {list(shape)}")
-        if not over and mul_ovf(n, d, &n):
-            over = True
+            if d == 0:
+                return 0  # any other dim, however large, holds no element
+            if d < 0:
+                raise RuntimeError(f"Trying to create tensor with negative dimension {d}: {list(shape)}")
+            if not over and mul_ovf(n, d, &n):
+                over = True
+    except OverflowError:  # a dim past int64 itself (cat or repeat summed two huge dims)
+        raise RuntimeError(
+            f"numel: integer multiplication overflow: shape {list(shape)} has a dim over 2**63-1"
+        ) from None
     if over:
         raise RuntimeError(
             f"numel: integer multiplication overflow: shape {list(shape)} has more than 2**63-1 elements"
@@ -192,6 +192,8 @@ cdef Py_ssize_t shape_numel(tuple shape, Py_ssize_t itemsize=0) except -1:
     return n
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 cdef tuple _checked_strides(tuple shape, Py_ssize_t itemsize):
     """contiguous_strides(shape) and shape_numel(shape, itemsize)'s checks in one pass over the dims (record()
     runs this for every tensor it makes); the errors are theirs, in their order. A shape that no memory could hold
@@ -200,24 +202,30 @@ cdef tuple _checked_strides(tuple shape, Py_ssize_t itemsize):
     cdef bint fits = True
     if n == 0:
         return ()
-    cdef list out = [0] * n
-    for i in range(n - 1, -1, -1):
-        out[i] = acc
-        try:
+    # NOTE: the tuple is filled in place (no list, no tuple(list) copy): this runs for every tensor an op records
+    cdef tuple out = PyTuple_New(n)
+    cdef object v  # typed: an inferred Py_ssize_t would give SET_ITEM a second temporary, not the INCREF'd one
+    try:  # NOTE: one try block around the loop, not one per dim (entering one saves the exception state)
+        for i in range(n - 1, -1, -1):
+            v = acc
+            Py_INCREF(v)  # PyTuple_SET_ITEM steals the reference
+            PyTuple_SET_ITEM(out, i, v)
             d = <Py_ssize_t>shape[i]
-        except OverflowError:  # a dim past int64 itself: the stride or numel error, from the slow path
-            break
-        if d > 1:
-            if i and mul_ovf(acc, d, &acc):
-                break
-            if fits and mul_ovf(numel, d, &numel):
-                fits = False
-        elif d <= 0:
-            fits = False  # zero (nothing to allocate) or negative: the slow path decides
-    else:
-        if fits and not mul_ovf(numel, itemsize, &d):
-            return tuple(out)
-    strides = contiguous_strides(shape)  # the exact checks and messages, for the rare shape that is not plain
+            if d > 1:
+                if i and mul_ovf(acc, d, &acc):
+                    break
+                if fits and mul_ovf(numel, d, &numel):
+                    fits = False
+            elif d <= 0:
+                fits = False  # zero (nothing to allocate) or negative: the slow path decides
+        else:
+            if fits and not mul_ovf(numel, itemsize, &d):
+                return out
+    except OverflowError:  # a dim past int64 itself: the stride or numel error, from the slow path
+        pass
+    # the exact checks and messages, for the rare shape that is not plain (a partly filled `out` is dropped:
+    # its unset items are NULL, which tuple deallocation skips)
+    strides = contiguous_strides(shape)
     shape_numel(shape, itemsize)
     return strides
 

@@ -87,10 +87,30 @@ def set_off(int delta):
     _off += delta
 
 
-def replay_or_scan(root):
-    """The compiled half of backward_replay.try_replay: True when ``root.backward()`` ran as a replayed program;
-    False, having done nothing, when the caller must run backward the ordinary way; else the graph's Scan, to
-    record a program from (no program for its key yet)."""
+cdef object _record = None  # backward_replay.record_program: builds a Program (Python), bound at its import
+
+
+def bind_recorder(fn):
+    global _record
+    _record = fn
+
+
+def try_replay(root):
+    """``root.backward()`` with the implicit gradient, the graph freed and no jit trace running, through a
+    replayed program where one applies, or recorded into one (called by every eligible backward()). False,
+    having done nothing, when the caller must run backward the ordinary way. Compiled, so a training loop's
+    replayed backward costs no Python frame before the replay."""
+    s = replay_or_scan(root)
+    if s is True or s is False:
+        return s
+    _record(s, root)
+    return True
+
+
+cpdef object replay_or_scan(root):
+    """True when ``root.backward()`` ran as a replayed program; False, having done nothing, when the caller must
+    run backward the ordinary way; else the graph's Scan, to record a program from (no program for its key
+    yet)."""
     if (
         _off
         or not isinstance(root, TensorBase)

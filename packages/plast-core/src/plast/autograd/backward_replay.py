@@ -28,15 +28,7 @@ stats = _br.stats
 clear = _br.clear
 
 
-def try_replay(root):
-    """``root.backward()`` with the implicit gradient, the graph freed and no jit trace running, through a
-    replayed program where one applies, or recorded into one (called by every eligible backward()). False,
-    having done nothing, when the caller must run backward the ordinary way."""
-    s = _br.replay_or_scan(root)
-    if s is True or s is False:
-        return s
-    record(s, root, backward_leaves)
-    return True
+try_replay = _br.try_replay  # compiled: ``root.backward()`` through a replayed program, or record one
 
 
 @contextlib.contextmanager
@@ -251,3 +243,10 @@ class _Recorder(Tape):
 
 def _holds_tensor(args):
     return any(isinstance(a, TensorBase) or (isinstance(a, (tuple, list)) and _holds_tensor(a)) for a in args)
+
+
+def _record_program(s, root):
+    record(s, root, backward_leaves)
+
+
+_br.bind_recorder(_record_program)

@@ -193,7 +193,7 @@ def runtime_input(fn: Callable[[], object]) -> None:
     """Call fn now and before every replay of the plan being traced. What fn writes (e.g. an optimizer copying
     the current learning rate into its hyperparameter tensor) is a runtime input, not part of the plan."""
     global _host_side
-    if tracing():
+    if _tape is not None and _tape.traces:  # tracing(), inline: every eager optimizer step comes here
         _tape.runtime_inputs.append(fn)
     _host_side += 1
     try:
