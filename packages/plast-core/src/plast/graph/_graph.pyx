@@ -105,7 +105,8 @@ cdef DType _F32 = _dtypes.float32
 
 
 cdef inline bint _is16(object d):
-    return (<DType>d).itemsize == 2 and (<DType>d).is_floating_point
+    # (not a DType, None included: not 16-bit; new_lazy and the typed dtype field refuse it with a TypeError)
+    return type(d) is DType and (<DType>d).itemsize == 2 and (<DType>d).is_floating_point
 
 
 def _cast_bw(node, g):
@@ -145,27 +146,34 @@ def recorded_count():
 cpdef list record(object op, object inputs, object args, object specs, object device):
     """Record `op` applied to `inputs` (a tuple of tensors); return its output tensors (unrealized)."""
     global _n_recorded
+    # NOTE: typed locals (a tuple of inputs, a list of (shape, dtype) tuples): the loops below compile to
+    # indexing, not to generic iteration with its fallbacks; record() runs for every op call
+    cdef tuple ins = inputs if type(inputs) is tuple else tuple(inputs)
+    cdef list sp = specs if type(specs) is list else list(specs)
     cdef OpDef row = op if type(op) is OpDef else None
+    cdef Py_ssize_t i, n_out = len(sp)
+    cdef tuple spec
     if row is not None and not row.half:
-        for x in inputs:
+        for x in ins:
             if _is16((<TensorBase?>x).dtype):
-                return _record_widened(row, inputs, args, specs, device)
-        for spec in specs:
-            if _is16(spec[1]):
-                return _record_widened(row, inputs, args, specs, device)
+                return _record_widened(row, ins, args, sp, device)
+        for i in range(n_out):
+            if _is16((<tuple?>sp[i])[1]):
+                return _record_widened(row, ins, args, sp, device)
     _n_recorded += 1
     cdef Node node = Node.__new__(Node)
     node.op = op
-    node.inputs = inputs
+    node.inputs = ins
     node.args = args
-    node.specs = specs
+    node.specs = sp
     node.device = device
     cdef list outs = []
     cdef list refs = []
-    cdef Py_ssize_t i = 0
     cdef TensorBase o, t
     cdef bint view = row.view if row is not None else op.view
-    for shape, dtype in specs:
+    for i in range(n_out):
+        spec = <tuple?>sp[i]
+        shape, dtype = spec[0], spec[1]
         if view:  # strides and offset are set below from the arguments: skip the contiguous ones
             o = alloc_tensor(_Tensor)
             o._shape = shape if type(shape) is tuple else tuple(shape)
@@ -180,13 +188,12 @@ cpdef list record(object op, object inputs, object args, object specs, object de
             o = new_lazy(_Tensor, shape, dtype, device, node, i)
         outs.append(o)
         refs.append(PyWeakref_NewRef(o, None))
-        i += 1
     node.outputs = refs
     ref = PyWeakref_NewRef(node, None)
-    for x in inputs:
+    for x in ins:
         _note_reader(ref, <TensorBase?>x)
     if flag(_AG, "grad_enabled") and (row.backward if row is not None else op.backward) is not None:
-        for x in inputs:
+        for x in ins:
             t = <TensorBase>x
             if t.requires_grad:
                 node.needs_grad = True
@@ -195,7 +202,7 @@ cpdef list record(object op, object inputs, object args, object specs, object de
                         o.requires_grad = True
                 if row.saves_inputs if row is not None else op.saves_inputs:
                     versions = []
-                    for y in inputs:
+                    for y in ins:
                         st = (<TensorBase>y)._storage
                         versions.append(0 if st is None else st.version)
                     node.versions = tuple(versions)
@@ -204,7 +211,7 @@ cpdef list record(object op, object inputs, object args, object specs, object de
         # A view's layout is known now (args end with strides, offset), so ops recorded on it before it is
         # realized see its real strides.
         o = outs[0]
-        t = <TensorBase>inputs[0]
+        t = <TensorBase>ins[0]
         o._strides = args[-2]
         o._offset = t._offset + <Py_ssize_t>args[-1]
         src = t._storage
