@@ -1,0 +1,112 @@
+"""Issue 23, no silent wrong results: what torch refuses, plast refuses with torch's exception type, and what torch
+computes, plast computes the same. torch is the oracle throughout: each case runs on both libraries.
+
+Integers (overflowing Python ints, bool negation and subtraction, arange's step sign, repeated reduction dims,
+assigned gradients), tensor hooks on leaves (eager, replayed backward, @plast.jit) and in-place ops on views of
+leaves and on expanded tensors."""
+
+import numpy as np
+import pytest
+import torch
+
+import plast
+
+
+def _outcome(fn, lib):
+    """("raise", exception) or ("value", ndarray, dtype name) of fn(lib)."""
+    try:
+        out = fn(lib)
+    except Exception as e:  # noqa: BLE001 (any exception is an outcome to compare)
+        return ("raise", e)
+    arr = out.detach().numpy() if out is not None else None
+    return ("value", arr, str(out.dtype).split(".")[-1])
+
+
+def _same_as_torch(fn):
+    """fn(plast) raises an instance of the exception type fn(torch) raises, or gives torch's values and dtype."""
+    want, got = _outcome(fn, torch), _outcome(fn, plast)
+    if want[0] == "raise":
+        assert got[0] == "raise", f"torch raises {type(want[1]).__name__}: {want[1]}; plast gives {got[1:]}"
+        assert isinstance(got[1], type(want[1])), (
+            f"torch raises {type(want[1]).__name__}, plast {type(got[1]).__name__}: {got[1]}"
+        )
+        return got[1]
+    assert got[0] == "value", f"torch gives {want[1]}, plast raises {got[1]!r}"
+    assert got[2] == want[2]
+    np.testing.assert_array_equal(got[1], want[1])
+    return None
+
+
+# ---- integers -------------------------------------------------------------------------------------------------
+
+TENSOR_CASES = {
+    "2**63": lambda m: m.tensor([2**63]),
+    "2**64-1": lambda m: m.tensor([2**64 - 1]),
+    "-2**63-1": lambda m: m.tensor([-(2**63) - 1]),
+    "scalar 2**63": lambda m: m.tensor(2**63),
+    "nested 2**63": lambda m: m.tensor([[1], [2**63]]),
+    "bool and 2**63": lambda m: m.tensor([True, 2**63]),
+    "as_tensor 2**63": lambda m: m.as_tensor([2**63]),
+    "int64 2**63": lambda m: m.tensor([2**63], dtype=m.int64),
+    "int32 2**63": lambda m: m.tensor([2**63], dtype=m.int32),
+    "2**63-1": lambda m: m.tensor([2**63 - 1, -(2**63)]),
+    "float and 2**63": lambda m: m.tensor([1.5, 2**63]),
+    "float and 2**64": lambda m: m.tensor([1.5, 2**64]),
+    "2**64 as float32": lambda m: m.tensor([2**64], dtype=m.float32),
+    "2**70 as float64": lambda m: m.tensor([2**70, 3], dtype=m.float64),
+    "2**63 as bool": lambda m: m.tensor([2**63, 0], dtype=m.bool),
+    "int32 2**31": lambda m: m.tensor([2**31], dtype=m.int32),
+    "int32 -2**31-1": lambda m: m.tensor([-(2**31) - 1], dtype=m.int32),
+    "int32 bounds": lambda m: m.tensor([2**31 - 1, -(2**31)], dtype=m.int32),
+    "int32 1e10": lambda m: m.tensor([1e10], dtype=m.int32),
+    "int32 -2.5": lambda m: m.tensor([-2.5, 7.9], dtype=m.int32),
+    "int64 nan": lambda m: m.tensor([float("nan")], dtype=m.int64),
+    "int64 inf": lambda m: m.tensor([1.0, float("-inf")], dtype=m.int64),
+    "int64 1e19": lambda m: m.tensor([1e19], dtype=m.int64),
+    "full 2**63": lambda m: m.full((2,), 2**63),
+    "full -2**63": lambda m: m.full((2,), -(2**63)),
+    "full int32 2**40": lambda m: m.full((2,), 2**40, dtype=m.int32),
+    "full int64 nan": lambda m: m.full((2,), float("nan"), dtype=m.int64),
+    "full int32 1e10": lambda m: m.full((2,), 1e10, dtype=m.int32),
+    "full float32 2**63": lambda m: m.full((2,), 2**63, dtype=m.float32),
+}
+
+
+@pytest.mark.parametrize("case", list(TENSOR_CASES))
+def test_python_ints_past_the_dtype_raise_as_in_torch(case):
+    err = _same_as_torch(TENSOR_CASES[case])
+    if case in ("2**63", "2**64-1", "nested 2**63"):
+        assert "Overflow when unpacking long long" in str(err)  # torch's words; plast gave -2**63, -1, floats
+
+
+def test_random_ints_near_the_bounds_round_trip(rng):
+    for dtype, bits in ((plast.int64, 63), (plast.int32, 31)):
+        lo, hi = -(2**bits), 2**bits - 1
+        vals = [int(v) for v in rng.integers(lo, hi, size=50, endpoint=True)] + [lo, hi, 0, -1]
+        assert plast.tensor(vals, dtype=dtype).tolist() == vals
+        assert plast.tensor([vals]).tolist() == [vals]
+
+
+ARANGE_CASES = {
+    "negative step upwards": lambda m: m.arange(0, 10, -1),
+    "positive step downwards": lambda m: m.arange(10, 0, 1),
+    "float negative step": lambda m: m.arange(0.0, 1.0, -0.5),
+    "empty with either sign": lambda m: m.arange(0, 0, -1),
+    "zero step": lambda m: m.arange(0, 10, 0),
+    "nan end": lambda m: m.arange(0, float("nan")),
+    "inf end": lambda m: m.arange(0, float("inf")),
+    "downwards": lambda m: m.arange(10, 0, -3),
+    "float downwards": lambda m: m.arange(1.0, -1.0, -0.25),
+}
+
+
+@pytest.mark.parametrize("case", list(ARANGE_CASES))
+def test_arange_step_sign_as_in_torch(case):
+    _same_as_torch(ARANGE_CASES[case])
+
+
+def test_arange_random_ranges_match_torch(rng):
+    for _ in range(40):
+        start, end = (int(v) for v in rng.integers(-20, 20, size=2))
+        step = int(rng.integers(1, 5)) * (1 if end >= start else -1)
+        _same_as_torch(lambda m, a=(start, end, step): m.arange(*a))
