@@ -87,6 +87,32 @@ def test_random_ints_near_the_bounds_round_trip(rng):
         assert plast.tensor([vals]).tolist() == [vals]
 
 
+BOOL_CASES = {
+    "neg": lambda m: -m.tensor([True, False]),
+    "neg()": lambda m: m.tensor([True, False]).neg(),
+    "neg 0-d": lambda m: -m.tensor(True),
+    "1 - mask": lambda m: 1 - m.tensor([True, False]),
+    "mask - 1": lambda m: m.tensor([True, False]) - 1,
+    "mask - mask": lambda m: m.tensor([True]) - m.tensor([False]),
+    "float - mask": lambda m: m.tensor([1.0, 2.0]) - m.tensor([True, False]),
+    "float - True": lambda m: m.tensor([1.0, 2.0]) - True,
+    "sub_ mask": lambda m: m.ones(2).sub_(m.tensor([True, False])),
+    "rsub": lambda m: m.rsub(m.tensor([True]), 1) if hasattr(m, "rsub") else -m.tensor([True]),
+    # still allowed
+    "neg int": lambda m: -m.tensor([1, -2]),
+    "mask * -1": lambda m: m.tensor([True, False]) * -1,
+    "int - int": lambda m: m.tensor([3]) - m.tensor([5]),
+    "invert": lambda m: ~m.tensor([True, False]),
+}
+
+
+@pytest.mark.parametrize("case", list(BOOL_CASES))
+def test_bool_negation_and_subtraction_raise_as_in_torch(case):
+    err = _same_as_torch(BOOL_CASES[case])
+    if err is not None:
+        assert "bool tensor" in str(err) and "is not supported" in str(err)
+
+
 ARANGE_CASES = {
     "negative step upwards": lambda m: m.arange(0, 10, -1),
     "positive step downwards": lambda m: m.arange(10, 0, 1),
