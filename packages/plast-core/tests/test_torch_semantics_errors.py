@@ -136,3 +136,39 @@ def test_arange_random_ranges_match_torch(rng):
         start, end = (int(v) for v in rng.integers(-20, 20, size=2))
         step = int(rng.integers(1, 5)) * (1 if end >= start else -1)
         _same_as_torch(lambda m, a=(start, end, step): m.arange(*a))
+
+
+REDUCTIONS = {
+    "sum": lambda x, d: x.sum(dim=d),
+    "mean": lambda x, d: x.mean(dim=d),
+    "amax": lambda x, d: x.amax(dim=d),
+    "amin": lambda x, d: x.amin(dim=d),
+    "var": lambda x, d: x.var(dim=d),
+    "std": lambda x, d: x.std(dim=d),
+    "logsumexp": lambda x, d: x.logsumexp(dim=d),
+    "norm": lambda x, d: x.norm(dim=d),
+    "all": lambda x, d: (x > 0).all(dim=d),
+    "any": lambda x, d: (x > 0).any(dim=d),
+    "squeeze": lambda x, d: x.squeeze(d),
+}
+
+
+@pytest.mark.parametrize("op", list(REDUCTIONS))
+@pytest.mark.parametrize("dims", [(0, 0), (1, -1), (0, -2), (0, 1, 0)])
+def test_repeated_dims_raise_as_in_torch(op, dims):
+    if op == "norm" and len(dims) > 2:
+        pytest.skip("torch's norm over 3 dims is a matrix norm's error, not this one")
+    data = np.random.default_rng(3).standard_normal((2, 3)).astype(np.float32)
+    err = _same_as_torch(lambda m: REDUCTIONS[op](m.tensor(data), dims))
+    assert "appears multiple times in the list of dims" in str(err)
+
+
+@pytest.mark.parametrize("op", [k for k in REDUCTIONS if k != "squeeze"])
+def test_distinct_dims_still_reduce_as_in_torch(op, rng):
+    data = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    for dims in [(0, 2), (-1, 0), (1,), (2, 1, 0)][: 3 if op == "norm" else 4]:
+        got = REDUCTIONS[op](plast.tensor(data), dims).numpy()
+        want = REDUCTIONS[op](torch.tensor(data), dims).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # a 0-d tensor takes dim 0 or -1 once, not both
+    _same_as_torch(lambda m: REDUCTIONS[op](m.tensor(2.0), (0, -1)))
