@@ -172,3 +172,36 @@ def test_distinct_dims_still_reduce_as_in_torch(op, rng):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # a 0-d tensor takes dim 0 or -1 once, not both
     _same_as_torch(lambda m: REDUCTIONS[op](m.tensor(2.0), (0, -1)))
+
+
+GRAD_CASES = {
+    "wrong size": lambda m, x: m.ones(7),
+    "int64": lambda m, x: m.ones(4, dtype=m.int64),
+    "float64": lambda m, x: m.ones(4, dtype=m.float64),
+    "2-d": lambda m, x: m.ones(4, 1),
+    "not a tensor": lambda m, x: [1.0, 1.0, 1.0, 1.0],
+    "matching": lambda m, x: m.full((4,), 3.0),
+    "None": lambda m, x: None,
+}
+
+
+@pytest.mark.parametrize("case", list(GRAD_CASES))
+def test_assigned_grad_is_checked_as_in_torch(case):
+    def assign(m):
+        x = m.ones(4, requires_grad=True)
+        x.grad = GRAD_CASES[case](m, x)
+        return x.grad if x.grad is not None else m.zeros(0)
+
+    _same_as_torch(assign)
+
+
+def test_a_rejected_grad_leaves_the_old_one_and_del_clears_it():
+    x = plast.ones(4, requires_grad=True)
+    (x * 2).sum().backward()
+    with pytest.raises(
+        RuntimeError, match="assign a gradient of size '\\[3\\]' to a tensor of size '\\[4\\]'"
+    ):
+        x.grad = plast.ones(3)
+    assert x.grad.tolist() == [2.0] * 4
+    del x.grad
+    assert x.grad is None
