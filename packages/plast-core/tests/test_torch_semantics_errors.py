@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import plast
+from plast.autograd import backward_replay
 
 
 def _outcome(fn, lib):
@@ -205,3 +206,131 @@ def test_a_rejected_grad_leaves_the_old_one_and_del_clears_it():
     assert x.grad.tolist() == [2.0] * 4
     del x.grad
     assert x.grad is None
+
+
+# ---- tensor hooks ---------------------------------------------------------------------------------------------
+
+
+def _hooked_steps(m, steps, remove_after=None):
+    """Steps of ``(w * x).sum()`` (twice through w) on a leaf with two hooks; the hooks' inputs and the grads."""
+    w = m.tensor([1.0, -2.0, 3.0, 0.5], requires_grad=True)
+    x = m.tensor([0.5, 1.0, -1.5, 2.0])
+    seen = []
+    h1 = w.register_hook(lambda g: seen.append(g.detach().numpy().copy()) or g * 10)
+    h2 = w.register_hook(lambda g: g.clamp(-12.0, 12.0))
+    out = []
+    for i in range(steps):
+        if i == remove_after:
+            h1.remove()
+        w.grad = None
+        ((w * x).sum() + (w * w).sum()).backward()
+        out.append(w.grad.numpy().copy())
+    h2.remove()
+    return out, seen
+
+
+def test_leaf_hooks_change_the_gradient_before_it_is_accumulated_on_every_step():
+    before = backward_replay.stats()["replays"]
+    got, got_seen = _hooked_steps(plast, 6)
+    want, want_seen = _hooked_steps(torch, 6)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(got_seen, want_seen, rtol=1e-6)
+    assert len(got_seen) == 6  # called on every step: a hooked leaf is never replayed over
+    assert backward_replay.stats()["replays"] == before
+    # a removed hook stops, and the replays that follow give the unhooked gradient
+    got, got_seen = _hooked_steps(plast, 7, remove_after=3)
+    want, want_seen = _hooked_steps(torch, 7, remove_after=3)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert len(got_seen) == len(want_seen) == 3
+
+
+def test_leaf_hook_accumulates_and_feeds_post_accumulate_hooks():
+    res = {}
+    for m in (plast, torch):
+        x = m.ones(3, requires_grad=True)
+        seen, post = [], []
+        x.register_hook(lambda g, seen=seen: seen.append(g.tolist()) or g * 10)
+        x.register_post_accumulate_grad_hook(lambda t, post=post: post.append(t.grad.tolist()))
+        (x * 2 + x * 3).sum().backward()  # one call with the summed gradient
+        (x * 2).sum().backward()  # accumulates the hooked 20 onto 50
+        (gx,) = m.autograd.grad((x * 4).sum(), x)  # hooks see autograd.grad's captures too
+        res[m] = (seen, post, x.grad.tolist(), gx.tolist())
+    assert res[plast] == res[torch]
+
+
+def test_hooks_that_change_size_dtype_or_type_raise_as_in_torch():
+    def named(g):
+        return g[:2]
+
+    hooks = {
+        "size": named,
+        "dtype": lambda g: g.double(),
+        "not a tensor": lambda g: 5,
+        "broadcastable": lambda g: g.reshape(1, 4),
+    }
+    for what, hook in hooks.items():
+        for leaf in (True, False):
+
+            def run(m, hook=hook, leaf=leaf):
+                x = m.ones(4, requires_grad=True)
+                y = x if leaf else x * 2
+                y.register_hook(hook)
+                (y * 3).sum().backward()
+                return x.grad
+
+            err = _same_as_torch(run)
+            if what == "size":
+                assert "hook 'named' has changed the size of value" in str(err)
+            if what == "dtype":
+                assert "has changed the type of value" in str(err)
+
+
+def test_a_non_leaf_hook_handle_removes_it():
+    x = plast.ones(2, requires_grad=True)
+    y = x * 2
+    h = y.register_hook(lambda g: g * 100)
+    h.remove()
+    h.remove()  # twice is fine, as in torch
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0]
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        plast.ones(2).register_hook(lambda g: g)
+
+
+def _train(m, jit, steps, hook_from=0, hook_until=None):
+    """A linear fit whose parameter gradient is clipped by a hook (from step `hook_from` until `hook_until`)."""
+    rng = np.random.default_rng(5)
+    w = m.tensor(rng.standard_normal((6, 3)).astype(np.float32), requires_grad=True)
+    x = m.tensor(rng.standard_normal((8, 6)).astype(np.float32))
+    y = m.tensor(rng.standard_normal((8, 3)).astype(np.float32))
+
+    def step(x, y):
+        w.grad = None
+        loss = ((x @ w - y) ** 2).mean()
+        loss.backward()
+        with m.no_grad():
+            w.sub_(w.grad * 0.5)
+        return loss
+
+    run = plast.jit(step) if jit else step
+    losses, handle = [], None
+    for i in range(steps):
+        if i == hook_from:
+            handle = w.register_hook(lambda g: g.clamp(-0.05, 0.05) * 2.0)
+        if i == hook_until:
+            handle.remove()
+        losses.append(run(x, y).item())
+    return np.array(losses), w.detach().numpy(), run
+
+
+@pytest.mark.parametrize("window", [(0, None), (0, 4), (2, 5)])
+def test_a_parameter_hook_clips_gradients_eagerly_and_under_jit_as_in_torch(window):
+    want_l, want_w, _ = _train(torch, False, 8, *window)
+    eager_l, eager_w, _ = _train(plast, False, 8, *window)
+    jit_l, jit_w, step = _train(plast, True, 8, *window)
+    np.testing.assert_allclose(eager_l, want_l, rtol=1e-5)
+    np.testing.assert_allclose(eager_w, want_w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(jit_l, eager_l)
+    np.testing.assert_array_equal(jit_w, eager_w)
+    # registering or removing a hook traces the step again (its plan replays the hooks' kernels as traced)
+    assert step.traces == 1 + sum(b is not None and b > 0 for b in window)
