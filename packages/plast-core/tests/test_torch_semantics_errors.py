@@ -334,3 +334,152 @@ def test_a_parameter_hook_clips_gradients_eagerly_and_under_jit_as_in_torch(wind
     np.testing.assert_array_equal(jit_w, eager_w)
     # registering or removing a hook traces the step again (its plan replays the hooks' kernels as traced)
     assert step.traces == 1 + sum(b is not None and b > 0 for b in window)
+
+
+# ---- in-place ops on views ------------------------------------------------------------------------------------
+
+
+def _view_of_leaf_cases():
+    def view_mul(m):
+        x = m.ones(4, requires_grad=True)
+        v = x[0:2]
+        v.mul_(2)
+        return x
+
+    def slice_mul(m):
+        x = m.ones(4, requires_grad=True)
+        x[0:2].mul_(2)
+        return x
+
+    def view_setitem(m):
+        x = m.ones(4, requires_grad=True)
+        x.view(2, 2)[0] = 3.0
+        return x
+
+    def transpose_add(m):
+        x = m.ones(2, 3, requires_grad=True)
+        x.t().add_(1.0)
+        return x
+
+    def no_grad_slice(m):
+        x = m.ones(4, requires_grad=True)
+        with m.no_grad():
+            x[0:2].mul_(2)
+            x[1:3].add_(1)
+        return x.detach()
+
+    def view_made_with_grad_written_under_no_grad(m):
+        x = m.arange(4.0).requires_grad_()
+        v = x[1:3]
+        with m.no_grad():
+            v.mul_(10)
+            v.add_(1)
+        return x.detach()
+
+    def no_grad_view_then_backward(m):
+        x = m.arange(4.0).requires_grad_()
+        with m.no_grad():
+            x.view(2, 2)[1].fill_(5.0)
+        (x * x).sum().backward()
+        return x.grad
+
+    return {
+        f.__name__: f
+        for f in (
+            view_mul,
+            slice_mul,
+            view_setitem,
+            transpose_add,
+            no_grad_slice,
+            view_made_with_grad_written_under_no_grad,
+            no_grad_view_then_backward,
+        )
+    }
+
+
+VIEW_OF_LEAF = _view_of_leaf_cases()
+
+
+@pytest.mark.parametrize("case", list(VIEW_OF_LEAF))
+def test_in_place_on_a_view_of_a_leaf_as_in_torch(case):
+    err = _same_as_torch(VIEW_OF_LEAF[case])
+    if err is not None:
+        assert "a view of a leaf Variable that requires grad is being used" in str(err)
+
+
+def _overlap_cases():
+    cases = {
+        "add_": lambda a: a.expand(3, 3).add_(1),
+        "mul_": lambda a: a.expand(3, 3).mul_(2),
+        "iadd": lambda a: a.expand(3, 3).__iadd__(1),
+        "copy_": lambda a: a.expand(3, 3).copy_(a.expand(3, 3) * 0 + 1),
+        "clamp_": lambda a: a.expand(3, 3).clamp_(0.5, 1.0),
+        "div_": lambda a: a.expand(3, 3).div_(2),
+        "pow_": lambda a: a.expand(3, 3).pow_(2),
+        "uniform_": lambda a: a.expand(3, 3).uniform_(),
+        "normal_": lambda a: a.expand(3, 3).normal_(),
+        "unsqueeze expand": lambda a: a.unsqueeze(0).expand(2, 3).sub_(1),
+        # allowed: one value everywhere, or a view that repeats nothing
+        "fill_": lambda a: a.expand(3, 3).fill_(4.0),
+        "zero_": lambda a: a.expand(3, 3).zero_(),
+        "row of an expansion": lambda a: a.unsqueeze(0).expand(2, 3)[0].add_(1),
+        "setitem on a row": lambda a: a.expand(3, 3).__setitem__(0, 5.0),
+        "setitem on a slice": lambda a: a.expand(3, 3).__setitem__((1, slice(0, 2)), 7.0),
+    }
+    return cases
+
+
+OVERLAP = _overlap_cases()
+
+
+@pytest.mark.parametrize("case", list(OVERLAP))
+def test_in_place_on_an_expanded_tensor_as_in_torch(case):
+    def run(m):
+        a = m.tensor([0.25, 0.5, 0.75])
+        if case in ("uniform_", "normal_"):
+            OVERLAP[case](a)  # raises, as in torch (the values would differ anyway)
+        else:
+            OVERLAP[case](a)
+        return a
+
+    if case in ("uniform_", "normal_"):
+        for m in (torch, plast):
+            with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+                run(m)
+        return
+    err = _same_as_torch(run)
+    if err is not None:
+        assert "more than one element of the written-to tensor refers to a single memory location" in str(err)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda a: a.expand(3, 3).masked_fill_(plast.eye(3) > 0, 1.0),
+        lambda a: a.expand(3, 3).index_put_((plast.tensor([0]),), plast.tensor(1.0)),
+        lambda a: a.expand(3, 3).__setitem__(plast.tensor([0]), 1.0),
+        lambda a: a.expand(3, 3).scatter_(1, plast.tensor([[0], [1], [2]]), 1.0),
+        lambda a: a.expand(3, 3).__setitem__(slice(None), 2.0),
+    ],
+)
+def test_masked_and_indexed_writes_into_an_expanded_tensor_raise(write):
+    """torch only warns for masked_fill_ and index_put_ here (deprecated: "clone() the tensor") and writes the
+    selected elements; plast computes the whole new value and copies it back row by row, so a later row's old
+    values would overwrite an earlier row's writes: it refuses, as torch does for scatter_ and a full slice."""
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        write(plast.tensor([0.25, 0.5, 0.75]))
+
+
+def test_copy_into_non_overlapping_views_still_writes_through(rng):
+    src = rng.standard_normal((3, 4)).astype(np.float32)
+
+    def run(m):
+        a = m.zeros(4, 5)
+        a[1:4, 0:4].copy_(m.tensor(src))
+        a.t()[4].copy_(m.arange(4.0))  # a column, through a transpose
+        a[0, ::2].copy_(m.tensor([9.0, 8.0, 7.0]))
+        b = m.zeros(1, 3)
+        b.expand(2, 3)[1].copy_(m.ones(3))  # a row of an expansion repeats nothing
+        return m.cat([a.flatten(), b.flatten()])
+
+    _same_as_torch(run)
