@@ -423,3 +423,30 @@ def test_get_submodule_and_dir():
     with pytest.raises(AttributeError):
         m.get_submodule("blocks.9")
     assert "blocks" in dir(m) and "scale" in dir(m)
+
+
+def test_parameter_hooks_change_gradients_as_in_torch():
+    """A tensor hook on an nn.Parameter runs on every backward (issue 23: it was never called), before the
+    gradient is accumulated, and its handle removes it; the optimizer steps on the hooked gradient."""
+    rng = np.random.default_rng(2)
+    w0, b0 = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal(2).astype(np.float32)
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    res = {}
+    for lib in (plast, torch):
+        m = lib.nn.Linear(3, 2)
+        with lib.no_grad():
+            m.weight.copy_(lib.tensor(w0))
+            m.bias.copy_(lib.tensor(b0))
+        opt = lib.optim.SGD(m.parameters(), lr=0.1)
+        handle = m.weight.register_hook(lambda g, lib=lib: g.clamp(-0.2, 0.2) * 3.0)
+        grads = []
+        for step in range(6):
+            if step == 4:
+                handle.remove()
+            opt.zero_grad()
+            (m(lib.tensor(x)) ** 2).mean().backward()
+            grads.append(m.weight.grad.detach().numpy().copy())
+            opt.step()
+        res[lib] = (np.array(grads), m.weight.detach().numpy())
+    np.testing.assert_allclose(res[plast][0], res[torch][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(res[plast][1], res[torch][1], rtol=1e-5, atol=1e-6)

@@ -235,13 +235,11 @@ class Tensor(TensorBase):
             self._storage, self._shape, self.dtype, self.device, self._strides, self._offset
         )
 
-    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> None:
-        """Call hook(grad) when this tensor's gradient is computed; a returned tensor replaces the grad."""
-        if not self.requires_grad:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        if self._hooks is None:
-            self._hooks = []
-        self._hooks.append(hook)
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> grad_hooks.TensorHookHandle:
+        """Call ``hook(grad)`` each time this tensor's gradient is computed (for a leaf: before it is accumulated
+        into ``.grad``); a returned tensor replaces the gradient and must keep its size and dtype. Returns a
+        handle whose ``remove()`` unregisters it (autograd/hooks.py)."""
+        return grad_hooks.register_hook(self, hook)
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], object]) -> RemovableHandle:
         """Call ``hook(self)`` after each backward pass that accumulated a gradient into this leaf's ``.grad``

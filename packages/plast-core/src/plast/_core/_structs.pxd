@@ -24,7 +24,7 @@ cdef class TensorBase:
     cdef public object _node         # the Node that produces this tensor, or None (a leaf or a computed value)
     cdef public Py_ssize_t _index    # which output of _node
     cdef public bint requires_grad
-    cdef public object grad
+    cdef public object _grad         # .grad (a property: assignments are checked as torch checks them)
     cdef public Py_ssize_t _version
     cdef public bint _retains_grad
     cdef public object _hooks

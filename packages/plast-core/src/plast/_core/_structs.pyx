@@ -45,6 +45,20 @@ cdef class TensorBase:
         return self._size
 
     @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            _check_grad(self, value)
+        self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
+
+    @property
     def ndim(self):
         return len(self._shape)
 
@@ -80,6 +94,29 @@ cdef class TensorBase:
             t._strides = tuple(strides)
         t._offset = offset
         return t
+
+
+cdef _check_grad(TensorBase t, object value):
+    """A gradient assigned to ``t.grad`` must be a tensor of t's shape, dtype and device, as torch requires: an
+    optimizer would otherwise broadcast or cast it silently, or read past its end."""
+    if not isinstance(value, TensorBase):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
+    cdef TensorBase g = <TensorBase>value
+    if g._shape != t._shape:
+        raise RuntimeError(
+            f"attempting to assign a gradient of size '{list(g._shape)}' to a tensor of size '{list(t._shape)}'. "
+            f"Please ensure that the gradient and the tensor are the same size"
+        )
+    if g.dtype is not t.dtype:
+        raise RuntimeError(
+            f"attempting to assign a gradient with dtype '{g.dtype}' to a tensor with dtype '{t.dtype}'. "
+            f"Please ensure that the gradient and the tensor have the same dtype"
+        )
+    if g.device is not t.device and g.device != t.device:
+        raise RuntimeError(
+            f"attempting to assign a gradient on device '{g.device}' to a tensor on device '{t.device}'. "
+            f"Please ensure that the gradient and the tensor are on the same device"
+        )
 
 
 @cython.auto_pickle(False)

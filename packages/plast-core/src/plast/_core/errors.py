@@ -22,6 +22,10 @@ class DTypeError(PlastError, TypeError):
     """A dtype the op does not accept."""
 
 
+class BoolArithmeticError(DTypeError, RuntimeError):
+    """``-`` on bool tensors: torch raises RuntimeError; plast raised TypeError before, so it is both."""
+
+
 class ArenaExhaustedError(PlastError, MemoryError):
     """An arena created with ``grow=False`` has no room for a request."""
 

@@ -8,11 +8,14 @@ autograd/api.py is the public face (backward, grad, grad modes); the rules thems
 from cpython.ref cimport PyObject, Py_REFCNT
 from cpython.weakref cimport PyWeakref_GetObject
 
+import weakref
+
 from .._core._structs cimport Node, TensorBase, nbytes, new_lazy, shape_numel
 from .._core.codes cimport PLAST_DT_F32, PLAST_DT_F64
 from ..memory.arena cimport Storage
 from ..memory import arenas as _arenas
 from ..graph.realize import realize
+from ..graph.tape import note_state, tracing
 from ..ops.elementwise import add
 from ..ops.movement import cast
 from ..ops.reduce import sum_to_shape
@@ -108,6 +111,38 @@ cdef _version_error(Node node, Py_ssize_t i, TensorBase t):
     )
 
 
+cdef object _run_hooks(TensorBase t, object g):
+    """t's tensor hooks (``register_hook``) on the gradient `g` arriving at t, in registration order: a returned
+    tensor replaces it, and must keep its size, dtype and device (torch's checks and words)."""
+    cdef TensorBase r, before
+    for h in list(t._hooks):
+        res = h(g)
+        if res is None:
+            continue
+        if not isinstance(res, TensorBase):
+            raise TypeError(f"expected Tensor, but hook returned '{type(res).__name__}'")
+        r, before = <TensorBase>res, <TensorBase>g
+        name = getattr(h, "__name__", type(h).__name__)
+        if r._shape != before._shape:
+            raise RuntimeError(f"hook '{name}' has changed the size of value")
+        if r.dtype is not before.dtype:
+            raise RuntimeError(f"hook '{name}' has changed the type of value (was {before.dtype} got {r.dtype})")
+        if r.device != before.device:
+            raise RuntimeError(
+                f"hook '{name}' has changed the device of value (was {before.device} got {r.device})"
+            )
+        g = res
+    return g
+
+
+def _hook_key(ref):
+    def key():
+        t = ref()
+        return tuple(map(id, t._hooks)) if t is not None and t._hooks else ()
+
+    return key
+
+
 cdef class _Pass:
     """One backward pass's gradient bookkeeping."""
 
@@ -192,10 +227,7 @@ def run_backward(list roots, list grad_roots, want=None, list checked=None):
                 if obj != NULL and <object>obj is not None:
                     t = <TensorBase>obj
                     if t._hooks:
-                        for h in t._hooks:
-                            res = h(gs[i])
-                            if res is not None:
-                                gs[i] = res
+                        gs[i] = _run_hooks(t, gs[i])
                     if t._retains_grad and id(t) in ps.leaf_grads:
                         ps.leaf_grads[id(t)][1] = gs[i]
                     by_output[id(t)] = gs[i]
@@ -218,6 +250,19 @@ def run_backward(list roots, list grad_roots, want=None, list checked=None):
             t = <TensorBase>y
             if g is not None and t.requires_grad:
                 ps.deliver(t, g)
+    # A leaf's hooks (and those of a non-leaf whose gradient is returned, not propagated) see the sum of what
+    # reached it in this pass, before it is accumulated into .grad, as torch's AccumulateGrad pre-hooks do.
+    # (A retained non-leaf's entry already holds its hooked gradient, from the loop above.)
+    cdef bint traced = tracing()
+    for entry in ps.leaf_grads.values():
+        t = <TensorBase>entry[0]
+        if entry[1] is None or not (_producer(t) is None or (ps.want is not None and id(t) in ps.want)):
+            continue
+        if traced:
+            # a @plast.jit plan replays the hooks' kernels as traced: one registered or removed later traces again
+            note_state(t, _hook_key(weakref.ref(t)))
+        if t._hooks:
+            entry[1] = _run_hooks(t, entry[1])
     t = None
     if ps.want is not None:
         for tid in ps.want:

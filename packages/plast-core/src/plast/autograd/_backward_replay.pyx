@@ -239,8 +239,8 @@ cdef object _key(list order, Py_ssize_t total, Py_ssize_t *uses, bint fuse, unsi
             h = _mix(h, _word(t.dtype))
             h = _mix(h, <unsigned long long>hash(t._strides))
             h = _mix(h, t.requires_grad)
-            if t.requires_grad and t.grad is not None:
-                g = <TensorBase?>t.grad
+            if t.requires_grad and t._grad is not None:
+                g = <TensorBase?>t._grad
                 if g._storage is None or not _on_cpu(g.device):
                     return None
                 h = _mix(h, <unsigned long long>hash(g._shape))
@@ -362,8 +362,8 @@ cdef class Program:
                 storages[i] = t._storage
                 bases[i] = t._offset
                 bases[n + i] = 0
-                if t.grad is not None:
-                    g = <TensorBase>t.grad
+                if t._grad is not None:
+                    g = <TensorBase>t._grad
                     check_storage(g._storage)
                     storages[n + i] = g._storage
                     bases[n + i] = g._offset
@@ -424,7 +424,7 @@ cdef class Program:
             t = <TensorBase>leaves[i]
             g = new_lazy(tensor_class(), shape, dtype, t.device, None, 0)
             g._storage = storages[src]
-            t.grad = g
+            t._grad = g
         for t in self.aliases:  # the program keeps no memory alive between calls
             t._storage = None
             t._npcache = None

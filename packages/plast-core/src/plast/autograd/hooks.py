@@ -35,6 +35,49 @@ class RemovableHandle:
         if not hooks:
             del post_accumulate_hooks[self._key]
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class TensorHookHandle:
+    """The handle ``Tensor.register_hook`` returns: ``remove()`` unregisters the hook (torch's RemovableHandle)."""
+
+    def __init__(self, t, hook):
+        self._ref, self._hook = weakref.ref(t), hook
+
+    def remove(self):
+        t = self._ref()
+        hooks = t._hooks if t is not None else None
+        if not hooks:
+            return
+        for i, h in enumerate(hooks):
+            if h is self._hook:
+                del hooks[i]
+                break
+        if not hooks:
+            t._hooks = None  # no hooks: backward replays apply to t again (autograd/_backward_replay.pyx)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_hook(t, hook):
+    """Call ``hook(grad)`` on each gradient computed for `t` (a leaf: before it is accumulated into ``.grad``); a
+    returned tensor replaces the gradient. A graph with a hooked tensor is never replayed over (the scan of
+    autograd/_backward_replay.pyx refuses it), so the hook runs on every backward."""
+    if not t.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if t._hooks is None:
+        t._hooks = []
+    t._hooks.append(hook)
+    return TensorHookHandle(t, hook)
+
 
 def register_post_accumulate_grad_hook(t, hook):
     """Call ``hook(t)`` after each backward pass that accumulated a gradient into ``t.grad`` (a leaf)."""

@@ -204,7 +204,7 @@ cdef class UpdateReplay:
             for i in range(n):
                 p = <TensorBase?>c.inputs[h + i]
                 g = <TensorBase?>c.inputs[h + n + i]
-                if p.grad is not g:
+                if p._grad is not g:
                     raise ValueError(f"UpdateReplay: input {h + n + i} of {op.name} is not parameter {i}'s .grad")
                 dts.append(g.dtype)
                 c.inputs[h + n + i] = None
@@ -224,7 +224,7 @@ cdef class UpdateReplay:
             self.seq_lists.append(<list?>lst)
             self.seq_items.append(tuple(items))
         self.params = list(params)
-        self.had_grad = bytearray([(<TensorBase?>q).grad is not None for q in self.params])
+        self.had_grad = bytearray([(<TensorBase?>q)._grad is not None for q in self.params])
         self.watch = []
         for d, key, value in watch:
             if not isinstance(d, dict):
@@ -249,7 +249,7 @@ cdef class UpdateReplay:
                 if lst[i] is not items[i]:
                     return False
         for i in range(len(self.params)):
-            if ((<TensorBase>self.params[i]).grad is not None) != self.had_grad[i]:
+            if ((<TensorBase>self.params[i])._grad is not None) != self.had_grad[i]:
                 return False
         for d, key, value in self.watch:
             v = PyDict_GetItem(d, key)
@@ -268,7 +268,7 @@ cdef class UpdateReplay:
         cdef object g
         for i in range(c.n):
             p = <TensorBase>c.inputs[c.h + i]
-            g = p.grad
+            g = p._grad
             if not isinstance(g, TensorBase):
                 return False
             if (<TensorBase>g).dtype is not c.grad_dtypes[i] or (<TensorBase>g)._shape != p._shape:

@@ -53,11 +53,53 @@ def _repoint_readers(t, old):
     t._readers = None
 
 
+def view_base(t):
+    """The tensor whose memory the view `t` shows (through a chain of view ops), or None when t is no view (or
+    backward has freed its graph)."""
+    base = None
+    n = t._node
+    while n is not None and n.op.view and n.inputs:
+        base = n.inputs[0]
+        n = base._node
+    return base
+
+
+def internal_overlap(t):
+    """Some elements of t share one memory location: a dim of size > 1 with stride 0 (``x.expand(3, 3)``), the
+    case torch detects. Strides are t's own once it has memory, else those its view op will give it."""
+    strides = t._strides if t._storage is not None else None
+    n = t._node
+    if strides is None and n is not None and n.op.view and len(n.args) >= 2:
+        strides = n.args[-2]
+        if not isinstance(strides, tuple) or len(strides) != len(t._shape):
+            return False
+    return strides is not None and any(s == 0 and d > 1 for d, s in zip(t._shape, strides))
+
+
+def _check_overlap(t, opname):
+    # NOTE: fill_ (and zero_) writes one value everywhere, so a shared location gets the same value however often
+    # it is written: torch allows it too. Any other op would read a location after writing it.
+    if opname != "fill_" and internal_overlap(t):
+        raise RuntimeError(
+            f"{opname}: unsupported operation: more than one element of the written-to tensor refers to a single "
+            "memory location. Please clone() the tensor before performing the operation."
+        )
+
+
 def _check_leaf(t, opname):
-    if autograd_state.grad_enabled and t.requires_grad and t.is_leaf:
+    if not autograd_state.grad_enabled:
+        return
+    if t.requires_grad and t.is_leaf:
         raise RuntimeError(
             f"{opname}: a leaf tensor that requires grad can't be modified in place while grad is enabled "
             "(the change would be invisible to backward); wrap the update in `with plast.no_grad():`"
+        )
+    base = view_base(t) if t._node is not None and t.requires_grad else None
+    if base is not None and base.requires_grad and base.is_leaf:
+        # the change would have to reach the leaf's memory, which backward treats as constant: torch refuses too
+        raise RuntimeError(
+            f"{opname}: a view of a leaf Variable that requires grad is being used in an in-place operation. "
+            "Wrap the update in `with plast.no_grad():`, or modify a .clone()"
         )
 
 
@@ -67,6 +109,7 @@ def write_inplace(t, write, opname):
     being recorded. Saves the intermediate tensor and its copy. Returns t, or None when t can't be written
     directly (then the caller uses apply_inplace)."""
     _check_leaf(t, opname)
+    _check_overlap(t, opname)
     if t.grad_fn is not None or tracing():
         return None
     if t._storage is None:
@@ -115,7 +158,11 @@ def apply_inplace(t, fn, opname):
     """Make `t` hold ``fn(old value of t)`` and return t. `fn` returns a value of t's dtype (the op layer casts:
     ops/inplace.py's apply_inplace)."""
     _check_leaf(t, opname)
-    if t.grad_fn is None and t._storage is None:
+    _check_overlap(t, opname)
+    # A view made while grad was on (it has a grad_fn) and written under no_grad writes its base's memory, as in
+    # torch: rebinding it to the new value would leave the base unchanged.
+    through = t.grad_fn is not None and not autograd_state.grad_enabled and view_base(t) is not None
+    if (t.grad_fn is None or through) and t._storage is None:
         # Outside any graph an in-place op writes memory (views of t must see it): give t its memory first.
         realize([t])
     old = _alias(t)
@@ -138,7 +185,7 @@ def apply_inplace(t, fn, opname):
         # expand are no-ops) under no_grad: t takes its values, as in torch, not its memory (rebinding made p an
         # alias of q that later updates of either changed both)
         new = new.detach()
-    direct = t._storage is not None and t.grad_fn is None and not new.requires_grad
+    direct = t._storage is not None and (t.grad_fn is None or through) and not new.requires_grad
     if direct:
         _undo_alias(t, old)
         if _write_window(t, old, new):

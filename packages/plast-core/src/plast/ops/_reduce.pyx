@@ -30,8 +30,14 @@ cpdef tuple reduced_dims(object x, object dim, str op, bint empty_is_all=True):
         return _ALL_DIMS[nd] if nd < 8 else tuple(range(nd))
     if isinstance(dim, int):
         dim = (dim,)
-    dims = tuple(sorted({norm_dim(d, nd, op) for d in dim}))
-    return dims if nd else ()
+    cdef list ds = [norm_dim(d, nd, op) for d in dim]
+    cdef set seen = set()
+    for d in ds:
+        if d in seen:
+            # torch raises; a set would have reduced the dim once, silently
+            raise RuntimeError(f"{op}: dim {d} appears multiple times in the list of dims")
+        seen.add(d)
+    return tuple(sorted(ds)) if nd else ()
 
 
 cpdef tuple reduced_shape(object shape, tuple dims, bint keepdim):

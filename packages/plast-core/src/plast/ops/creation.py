@@ -35,8 +35,70 @@ def _shape_arg(size, fn):
     return tuple(int(s) for s in size)
 
 
-def _to_numpy(data, fn="tensor"):
-    """Convert nested Python data / numpy arrays to an ndarray with torch's inference rules."""
+_INT_RANGE = {dtypes.int32: (-(2**31), 2**31 - 1), dtypes.int64: (-(2**63), 2**63 - 1)}
+
+
+def _scan_numbers(data):
+    """(holds a float, smallest int, largest int) of nested Python data, or None when a leaf is not a number."""
+    has_float, lo, hi = False, 0, 0
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, (bool, np.bool_)):
+            continue
+        elif isinstance(x, (int, np.integer)):
+            lo, hi = min(lo, int(x)), max(hi, int(x))
+        elif isinstance(x, (float, np.floating)):
+            has_float = True
+        else:
+            return None
+    return has_float, lo, hi
+
+
+def _wide_ints(data, want, fn):
+    """Nested Python data holding an int past int64, which numpy turns into uint64 (2**63 read back as -2**63),
+    float64 (``[[1], [2**63]]``) or objects, converted by torch's rules instead: a float tensor takes any int, an
+    integer tensor raises torch's ValueError. (arr, inferred dtype), or None when it is no such data."""
+    scan = _scan_numbers(data)
+    if scan is None:
+        return None
+    has_float, lo, hi = scan
+    target = want or (dtypes.float32 if has_float else dtypes.int64)
+    if target is dtypes.bool_:
+        return np.array(data, dtype=object).astype(np.bool_), None
+    if target.is_floating_point or has_float:
+        # (floats for an integer dtype: tensor() checks that they fit it)
+        return np.array(data, dtype=np.float64), dtypes.float32 if want is None else None
+    bad = lo if lo < -(2**63) else hi
+    if bad < -(2**63) or bad > 2**63 - 1:
+        # torch's exception and words (its conversion of each Python int to a C long long)
+        raise ValueError(
+            f"{fn}: Overflow when unpacking long long: {bad} does not fit in int64 (a tensor of ints holds "
+            f"-2**63 to 2**63-1; pass dtype=plast.float64 for a float tensor)"
+        )
+    return np.array(data, dtype=np.int64), dtypes.int64
+
+
+def _check_int_range(arr, dt, fn):
+    """Python values stored in an integer tensor must fit it, as torch checks (numpy's cast would wrap 2**31 to
+    -2**31 in int32, and turn nan or 1e10 into garbage)."""
+    if dt not in _INT_RANGE or not arr.size or arr.dtype.kind not in "iuf":
+        return
+    lo, hi = _INT_RANGE[dt]
+    if arr.dtype.kind == "f":
+        # float64 rounds hi (2**63 - 1) up to 2**63, which no int64 holds: the bound is exclusive
+        ok = np.isfinite(arr).all() and arr.min() >= lo and arr.max() < float(hi) + 1
+    else:
+        ok = int(arr.min()) >= lo and int(arr.max()) <= hi
+    if not ok:
+        raise RuntimeError(f"{fn}: value cannot be converted to type {dt} without overflow")
+
+
+def _to_numpy(data, fn="tensor", want=None):
+    """Convert nested Python data / numpy arrays to an ndarray with torch's inference rules (`want`: the dtype
+    asked for, if any)."""
     if isinstance(data, TensorBase):
         return data.detach().numpy(), data.dtype
     if isinstance(data, np.ndarray):
@@ -50,6 +112,13 @@ def _to_numpy(data, fn="tensor"):
             f"{fn}: the nested sequences have different lengths (a ragged list); every row must have the "
             f"same length. numpy said: {e}"
         ) from None
+    if arr.dtype.kind in "uO" or (
+        arr.dtype.kind == "f" and arr.size and np.abs(arr).max(initial=0.0, where=~np.isnan(arr)) >= 2.0**63
+    ):
+        # an int past int64 somewhere (or large floats, rarely): look at the Python values themselves
+        wide = _wide_ints(data, want, fn)
+        if wide is not None:
+            return wide
     if arr.dtype.kind in "OUSV" or arr.dtype.kind == "c":
         kind = {"U": "strings", "S": "bytes", "O": "objects", "c": "complex numbers", "V": "records"}.get(
             arr.dtype.kind, str(arr.dtype)
@@ -77,11 +146,14 @@ def tensor(
     >>> plast.tensor([[0, 1], [1, 0]]).dtype
     plast.int64
     """
-    arr, inferred = _to_numpy(data)
+    want = dtypes.as_dtype(dtype) if dtype is not None else None
+    arr, inferred = _to_numpy(data, want=want)
     if device is None and isinstance(data, TensorBase):
         device = data.device  # a copy of a tensor stays on its device, as in torch
-    if dtype is not None:
-        dt = dtypes.as_dtype(dtype)
+    if want is not None:
+        dt = want
+        if not isinstance(data, (TensorBase, np.ndarray)):
+            _check_int_range(arr, dt, "tensor")
     elif inferred is not None:
         dt = inferred
     else:
@@ -143,6 +215,12 @@ def full(
             else dtypes.float32
         )
     dt = dtypes.as_dtype(dtype)
+    if dt in _INT_RANGE and not isinstance(fill_value, (bool, np.bool_)):
+        lo, hi = _INT_RANGE[dt]
+        v = fill_value
+        # exact comparisons of the Python value (numpy's fill would wrap it or raise OverflowError)
+        if not (lo <= v < hi + 1 if isinstance(v, (float, np.floating)) else lo <= v <= hi):
+            raise RuntimeError(f"full: value {v!r} cannot be converted to type {dt} without overflow")
     if as_device(device).type == "cuda":
         # zeros: a memset; other values: one fill kernel on the device
         t = _new_leaf(shape, dt, device, requires_grad, zero=fill_value == 0)
@@ -249,7 +327,15 @@ def arange(
         if isinstance(v, bool) or not isinstance(v, (numbers.Real, np.number)):
             raise TypeError(f"arange: start, end and step must be numbers, got {v!r}")
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise RuntimeError("arange: step must be nonzero")  # torch's exception type
+    if not all(np.isfinite(float(v)) for v in (start, end)):
+        raise RuntimeError(f"arange: unsupported range: {start} -> {end}")
+    if (end - start) * step < 0:
+        # torch raises here; an empty result would hide a sign mistake (arange(0, 10, -1))
+        raise RuntimeError(
+            f"arange: upper bound and lower bound inconsistent with step sign (start={start}, end={end}, "
+            f"step={step})"
+        )
     if dtype is None:
         is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
         dtype = dtypes.int64 if is_int else dtypes.float32

@@ -13,7 +13,7 @@ from plast._core._structs cimport TensorBase
 from plast.graph._graph cimport record
 
 from .._core import dtypes as _dtypes
-from .._core.errors import DeviceMismatchError
+from .._core.errors import BoolArithmeticError, DeviceMismatchError
 from .._core._shapes import broadcast_shapes
 from ..kernels.cpu import kernels as cpu
 from ._movement import cast  # records the cast row (ops/movement.py)
@@ -123,17 +123,22 @@ def add(a, b, *, alpha=1):
     return binary(ADD, a, b, "add")
 
 
+cdef inline bint _is_bool(object x):
+    return (<TensorBase>x).dtype is _bool if isinstance(x, TensorBase) else type(x) is bool
+
+
 def sub(a, b, *, alpha=1):
-    """a - alpha * b, with broadcasting and type promotion (two bool tensors raise, as in torch)."""
-    if (
-        isinstance(a, TensorBase)
-        and isinstance(b, TensorBase)
-        and (<TensorBase>a).dtype is _bool
-        and (<TensorBase>b).dtype is _bool
-    ):
-        raise TypeError(
-            "sub: subtracting two bool tensors is not supported (as in torch); use `^` / logical_xor, "
-            "or cast with .int() first"
+    """a - alpha * b, with broadcasting and type promotion. A bool operand raises RuntimeError, as in torch
+    (``1 - mask`` would silently be an int64 tensor, not the inverted mask it usually means)."""
+    if _is_bool(a) or _is_bool(b):
+        if _is_bool(a) and _is_bool(b):
+            raise BoolArithmeticError(
+                "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                "`logical_xor()` operator instead."
+            )
+        raise BoolArithmeticError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
+            "mask, use the `~` or `logical_not()` operator instead."
         )
     if alpha != 1:
         b = binary(MUL, b, alpha, "mul")
@@ -157,7 +162,12 @@ def div(a, b):
 
 
 def neg(a):
-    """-a."""
+    """-a. A bool tensor raises RuntimeError, as in torch (it used to give an int64 tensor of -1 and 0)."""
+    if isinstance(a, TensorBase) and (<TensorBase>a).dtype is _bool:
+        raise BoolArithmeticError(
+            "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+            "use the `~` or `logical_not()` operator instead."
+        )
     return binary(MUL, a, -1, "mul")
 
 

@@ -30,6 +30,7 @@ from .._core.grad_mode import is_grad_enabled
 from .._core.hints import Number, TensorOrNumber
 from .._core.shapes import broadcast_shapes, norm_dim
 from ..graph._graph import record
+from ..graph.inplace import internal_overlap
 from ..graph.tape import tracing
 from ..kernels.cpu import kernels_indexing as kix
 from ..kernels.cpu.kernels import np_view
@@ -349,6 +350,11 @@ def setitem(x: TensorBase, index: Any, value: TensorOrNumber) -> None:
     [[0.0, 5.0, 5.0], [0.0, 0.0, 0.0]]
     """
     p = _parse(x, index)
+    if not p.adv and internal_overlap(x):
+        # x repeats memory (an expanded tensor): write the indexed view, as torch does (``x.expand(3, 3)[0] = 5``
+        # writes the row, which repeats nothing); a view that repeats memory itself raises in apply_inplace
+        x = strided_view(x, p.vshape, p.dims_map, p.base)
+        p = _parse(x, ...)
     _inplace(x, lambda old: _put(old, p, value, False, "__setitem__"), "__setitem__")
 
 

@@ -710,8 +710,10 @@ def softplus(input: TensorBase, beta: float = 1.0, threshold: float = 20.0) -> T
     """
     x = _floating(input, "softplus")
     bx = mul(x, beta) if beta != 1 else x
-    # NOTE: exp sees min(bx, threshold), so the branch where() discards can't overflow into inf * 0 = nan grads
-    soft = log1p(exp(clamp_max(bx, threshold)))
+    # NOTE: exp sees min(bx, threshold), so the branch where() discards can't overflow into inf * 0 = nan grads.
+    # The min is a where(), not clamp_max: clamp's gradient is 0 at nan, which turned a nan input's gradient
+    # into 0 (torch's is nan)
+    soft = log1p(exp(where(gt(bx, threshold), threshold, bx)))
     if beta != 1:
         soft = div(soft, beta)
     return where(gt(bx, threshold), x, soft)

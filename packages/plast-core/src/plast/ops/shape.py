@@ -96,7 +96,12 @@ def squeeze(x: TensorBase, dim: Dims | None = None) -> TensorBase:
     if dim is None:
         dims = set(range(x.ndim))
     else:
-        dims = {norm_dim(d, x.ndim, "squeeze") for d in ((dim,) if isinstance(dim, int) else dim)}
+        listed = [norm_dim(d, x.ndim, "squeeze") for d in ((dim,) if isinstance(dim, int) else dim)]
+        dims = set(listed)
+        if len(dims) != len(listed):
+            # torch raises, as reductions do (ops/_reduce.pyx reduced_dims)
+            dup = next(d for d in listed if listed.count(d) > 1)
+            raise RuntimeError(f"squeeze: dim {dup} appears multiple times in the list of dims")
     keep = [i for i in range(x.ndim) if not (i in dims and x.shape[i] == 1)]
     return _view_as_shape(x, [x.shape[i] for i in keep], [x._strides[i] for i in keep])
 

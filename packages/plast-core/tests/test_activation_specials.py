@@ -1,0 +1,93 @@
+"""Activations at -inf, +inf, nan and the extremes of their formulas, forward and backward, against torch (issue 23:
+no silent wrong results): on every SIMD path of the CPU kernels, at lengths that take the vector loops and their
+scalar tails, eagerly and inside a fused elementwise chain.
+
+torch 2.13 is the oracle where it is consistent with itself. Where its own paths disagree, the test says which
+answer plast gives:
+* gelu (erf) at +inf: torch's vectorized float32 kernel gives nan, its float64 and tanh-approximation kernels
+  inf; plast gives inf (the limit). Both give nan at -inf (0.5 * x * (1 + erf(x / sqrt(2))) is -inf * 0 there).
+* elu's gradient at nan is 1 or nan depending on torch's path; plast's is 0 (not compared).
+* the gradients of relu, abs and hardtanh at nan (torch 1, 0, 0; plast nan, nan, 1) are not compared: nan in,
+  nan or an arbitrary number out, and no infinite or finite input is affected.
+"""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import plast
+from plast.kernels.cpu import _runtime
+
+SPECIALS = [-np.inf, np.inf, np.nan, -1e30, 1e30, -710.0, 710.0, -89.0, 89.0, -88.0, 88.0, -20.5, 20.5]
+SPECIALS += [-20.0, 20.0, -5.0, 5.0, -1.0, 1.0, -1e-30, 1e-30, 0.0, -0.0]
+
+ACTS = {
+    "sigmoid": (lambda x: plast.sigmoid(x), lambda x: torch.sigmoid(x)),
+    "tanh": (lambda x: plast.tanh(x), lambda x: torch.tanh(x)),
+    "silu": (lambda x: plast.silu(x), TF.silu),
+    "softplus": (lambda x: plast.softplus(x), TF.softplus),
+    "softplus_beta": (
+        lambda x: plast.softplus(x, beta=2.0, threshold=10.0),
+        lambda x: TF.softplus(x, beta=2.0, threshold=10.0),
+    ),
+    "elu": (lambda x: plast.elu(x), TF.elu),
+    "gelu": (lambda x: plast.gelu(x), TF.gelu),
+    "gelu_tanh": (lambda x: plast.gelu(x, approximate="tanh"), lambda x: TF.gelu(x, approximate="tanh")),
+    "relu": (lambda x: plast.relu(x), TF.relu),
+    "leaky_relu": (lambda x: plast.leaky_relu(x, 0.1), lambda x: TF.leaky_relu(x, 0.1)),
+    "hardtanh": (lambda x: plast.hardtanh(x), TF.hardtanh),
+    "exp": (lambda x: plast.exp(x), torch.exp),
+    "erf": (lambda x: plast.erf(x), torch.erf),
+    "abs": (lambda x: plast.abs(x), torch.abs),
+}
+NAN_GRAD_UNCOMPARED = {"elu", "relu", "abs", "hardtanh"}
+
+
+def _run(lib, name, x, fused):
+    fn = ACTS[name][0 if lib is plast else 1]
+    t = lib.tensor(x, requires_grad=True)
+    inp = t * 1.0 + 0.0 if fused else t  # fused: the activation is the middle of one elementwise chain
+    out = fn(inp)
+    if fused:
+        out = out * 1.0
+    out.backward(lib.ones_like(out))
+    return out.detach().numpy().copy(), t.grad.numpy().copy()
+
+
+def _inputs(rng, dtype, n):
+    """`n` values: the specials first, then random ones in [-30, 30] (a different order each length)."""
+    vals = np.array(SPECIALS + list(rng.uniform(-30, 30, max(0, n - len(SPECIALS)))), dtype=dtype)[:n]
+    return rng.permutation(vals)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", list(ACTS))
+def test_activations_at_infinities_and_nan_match_torch(simd_paths, rng, dtype, name):
+    tol = {np.float32: dict(rtol=2e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}[dtype]
+    cases = [np.array([v], dtype=dtype) for v in SPECIALS]  # one element: the scalar code
+    cases += [_inputs(rng, dtype, n) for n in (31, 67)]  # vector loops and their tails
+    for path in simd_paths:
+        _runtime.set_simd(path)
+        for fused in (False, True):
+            for x in cases:
+                with np.errstate(all="ignore"):
+                    got, got_g = _run(plast, name, x, fused)
+                    want, want_g = _run(torch, name, x, fused)
+                if name == "gelu":
+                    want = np.where(x == np.inf, np.inf, want)  # torch's float32 vector path says nan
+                if name in NAN_GRAD_UNCOMPARED:
+                    got_g, want_g = got_g[~np.isnan(x)], want_g[~np.isnan(x)]
+                where = (
+                    f"{name} {np.dtype(dtype).name} on {path}{' in a chain' if fused else ''}, x={x.tolist()}"
+                )
+                np.testing.assert_allclose(got, want, **tol, err_msg=f"forward of {where}")
+                np.testing.assert_allclose(got_g, want_g, **tol, err_msg=f"gradient of {where}")
+
+
+def test_gelu_and_softplus_limits():
+    x = plast.tensor([-np.inf, np.inf, np.nan], requires_grad=True)
+    assert np.array_equal(plast.gelu(x).detach().numpy(), [np.nan, np.inf, np.nan], equal_nan=True)
+    plast.softplus(x).sum().backward()
+    # softplus: 0 and 1 at the infinities; a nan input's gradient stays nan (it was 0: clamp's mask hid it)
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.0, np.nan])
