@@ -434,3 +434,22 @@ def test_raw_masked_kernel_runs_and_rejects_a_null_mask():
     _attention.forward_masked(_attention.F32, (1, 1, 2, 2, 4, 4), 1.0, *args)
     with pytest.raises(ValueError, match="NULL"):
         _attention.forward_masked(_attention.F32, (1, 1, 2, 2, 4, 4), 1.0, *args[:6], 0, (2, 2, 1), *args[8:])
+
+
+def test_key_mask_three_dim_operands_and_unmergeable_mask_dims():
+    rng = np.random.default_rng(13)
+    sdpa = plast.scaled_dot_product_attention
+    # (B, L, D) operands: the kernel's head dim is B
+    q, k, v = (rng.standard_normal((3, 5, 8)).astype(np.float32) for _ in range(3))
+    m = rng.uniform(size=(3, 1, 5)) > 0.3
+    # a mask whose leading dims are permuted (no single batch stride): the kernel function copies it
+    q5, k5, v5 = (rng.standard_normal((2, 3, 4, 6, 8)).astype(np.float32) for _ in range(3))
+    m5 = rng.uniform(size=(3, 2, 1, 1, 6)) > 0.3
+    for (a, b, c), mask, perm in (((q, k, v), m, None), ((q5, k5, v5), m5, (1, 0, 2, 3, 4))):
+        pm, tm = plast.tensor(mask), torch.tensor(mask)
+        if perm is not None:
+            pm, tm = pm.permute(*perm), tm.permute(*perm)
+        got = sdpa(*(plast.tensor(x) for x in (a, b, c)), attn_mask=pm)
+        assert _op_name(got) == "flash_attention_masked"
+        want = F.scaled_dot_product_attention(*(torch.tensor(x) for x in (a, b, c)), attn_mask=tm)
+        np.testing.assert_allclose(got.numpy(), np.nan_to_num(want.numpy()), **TOL[np.float32])
