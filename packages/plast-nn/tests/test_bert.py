@@ -2,6 +2,7 @@
 BERT forward written here in torch (runs wherever torch is) and against sentence-transformers (test-only
 oracles), on a tiny random model and on the real all-MiniLM-L6-v2."""
 
+import collections
 import doctest
 import importlib.util
 
@@ -93,6 +94,46 @@ def test_state_dict_keys_are_transformers_names():
     }
     for k, v in hf.state_dict().items():
         assert tuple(mine.state_dict()[k].shape) == tuple(v.shape), k
+
+
+def test_padding_mask_runs_the_fused_masked_attention_kernel():
+    """A padding mask goes through core's blocked attention kernel (flash_attention_masked, one call per
+    layer), not the composite (no L x S scores, no softmax op); each sequence's real positions equal the same
+    sequence run alone, unpadded and unmasked."""
+    from plast.ops import attention as A
+    from plast.ops.registry import OPS
+
+    m = nn.BertModel(nn.BertConfig(**SMALL)).eval()
+    ids = np.random.default_rng(2).integers(1, SMALL["vocab_size"], (3, 9))
+    lengths = [9, 5, 2]
+    mask = np.zeros((3, 9), dtype=np.int64)
+    for b, n in enumerate(lengths):
+        mask[b, :n] = 1
+    calls = collections.Counter()
+    spied = {name: OPS[name] for name in ("flash_attention_masked", "flash_attention", "softmax")}
+    kernels = {name: op.kernels["cpu"] for name, op in spied.items()}
+
+    def spy(name):
+        return lambda *a: (calls.update([name]), kernels[name](*a))[1]
+
+    for name, op in spied.items():
+        op.kernels["cpu"] = spy(name)
+    try:
+        with plast.no_grad():
+            out = m(plast.tensor(ids), attention_mask=plast.tensor(mask)).last_hidden_state.numpy()
+            alone = [
+                m(plast.tensor(ids[b : b + 1, :n])).last_hidden_state.numpy()[0]
+                for b, n in enumerate(lengths)
+            ]
+    finally:
+        for name, op in spied.items():
+            op.kernels["cpu"] = kernels[name]
+    assert A.FLASH_MASKED is OPS["flash_attention_masked"]
+    assert calls["flash_attention_masked"] == SMALL["num_hidden_layers"]
+    assert calls["flash_attention"] == 3 * SMALL["num_hidden_layers"]  # the unmasked single sequences
+    assert calls["softmax"] == 0
+    for b, n in enumerate(lengths):
+        np.testing.assert_allclose(out[b, :n], alone[b], atol=2e-6)
 
 
 def test_load_state_dict_is_strict_and_accepts_files_without_position_ids():
@@ -234,22 +275,47 @@ def test_name_and_no_path_find_the_installed_package():
     assert (resolve_model_dir(None) / "model.safetensors").is_file()
 
 
-@needs_minilm
-@needs_st
-def test_minilm_embeddings_equal_sentence_transformers_on_1000_doc_lines():
+def _cosines(a, b):
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+@pytest.fixture(scope="module")
+def minilm_1000():
+    """1,000 non-empty lines of pydoc_data.topics, plast's encoder and sentence-transformers' float32
+    embeddings of them (batch 32)."""
     from sentence_transformers import SentenceTransformer
 
     from plast.data.corpora import python_docs
 
     lines = [line for line in python_docs().splitlines() if line.strip()][:1000]
     assert len(lines) == 1000
-    enc = nn.SentenceEncoder.from_pretrained()
-    got = enc.encode(lines, batch_size=32)
     ref = SentenceTransformer(str(resolve_model_dir(None)), device="cpu").encode(lines, batch_size=32)
+    return lines, nn.SentenceEncoder.from_pretrained(), ref
+
+
+@needs_minilm
+@needs_st
+@pytest.mark.parametrize("length_sort", ["tokens", "chars"])
+def test_minilm_embeddings_equal_sentence_transformers_on_1000_doc_lines(minilm_1000, length_sort):
+    # "chars": sentence-transformers' own batches, padded (47% of positions), through the masked kernel
+    lines, enc, ref = minilm_1000
+    got = enc.encode(lines, batch_size=32, length_sort=length_sort)
     assert got.shape == ref.shape == (1000, 384) and got.dtype == np.float32
-    cos = (got * ref).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(ref, axis=1)
+    cos = _cosines(got, ref)
     assert cos.min() >= 0.99999, cos.min()
     assert np.abs(got - ref).max() <= 1e-5, np.abs(got - ref).max()
+
+
+@needs_minilm
+@needs_st
+def test_minilm_bf16_autocast_embeddings_stay_within_cosine_0_999(minilm_1000):
+    lines, enc, ref = minilm_1000
+    with plast.autocast("cpu", dtype=plast.bfloat16):
+        got = enc.encode(lines, batch_size=32)
+    assert got.shape == (1000, 384) and got.dtype == np.float32
+    assert np.abs(got - ref).max() > 1e-5  # it really computed in bfloat16
+    cos = _cosines(got, ref)
+    assert cos.min() >= 0.999, cos.min()
 
 
 def test_doctests():

@@ -1,9 +1,11 @@
 """Fused scaled-dot-product attention: one blocked kernel forward, one backward, no L x S score matrix.
 
 `flash_attention` is what ``scaled_dot_product_attention`` (below) routes to when the case fits (no mask,
-no dropout, float32/float64, q, k, v of the same batch shape and at least 3-d). The forward op has two
-outputs: the attention output and the per-row logsumexp of the scaled scores, which its backward kernel
-reads instead of recomputing the softmax statistics. With ``create_graph`` the backward rule writes the
+no dropout, float32/float64, q, k, v of the same batch shape and at least 3-d); `flash_attention_masked` when
+the mask is a bool padding mask (keys only, the same for every query row), which the kernel applies by packing
+only the visible keys (its backward is written in plast ops). The forward ops have two outputs: the attention
+output and the per-row logsumexp of the scaled scores, which the backward kernel reads instead of recomputing
+the softmax statistics. With ``create_graph`` the backward rule writes the
 gradients in plast ops instead (recomputing the scores), so double backward works.
 """
 
@@ -50,12 +52,16 @@ def _saved(node):
     return record(node.op, node.inputs, node.args, node.specs, node.device)
 
 
-def _composite_grads(q, k, v, g, g_lse, scale, causal):
-    """dq, dk, dv written in plast ops (differentiable again): the scores and softmax are recomputed."""
+def _composite_grads(q, k, v, g, g_lse, scale, causal, key_mask=None):
+    """dq, dk, dv written in plast ops (differentiable again): the scores and softmax are recomputed.
+    key_mask: the masked kernel's (*batch, head, key) bool mask."""
     tr = lambda t: movement.transpose(t, -2, -1)
     s = mul(matmul(q, tr(k)), scale)
     if causal:
         s = add(s, _causal_mask(q.shape[-2], k.shape[-2], q.dtype, q.device))
+    if key_mask is not None:
+        km = movement.reshape(key_mask, tuple(key_mask.shape[:-1]) + (1, key_mask.shape[-1]))
+        s = add(s, _additive_mask(km, q.dtype))
     p = _safe_softmax(s, -1)
     dv = ds = None
     if g is not None:
@@ -86,7 +92,18 @@ def _flash_bw_bw(node, *grads):
     )
 
 
+def _flash_masked_bw(node, g, g_lse=None):
+    # NOTE: the kernel's backward takes no mask: the gradients are written in plast ops (padding masks are an
+    # inference case here: BERT's encode; training with one costs the composite's L x S scores in backward only)
+    q, k, v, m = node.inputs
+    (scale,) = node.args
+    return (*_composite_grads(q, k, v, g, g_lse, scale, False, key_mask=m), None)
+
+
 FLASH = register("flash_attention", cpu=K.flash_attention, backward=_flash_bw, n_outputs=2)
+FLASH_MASKED = register(
+    "flash_attention_masked", cpu=K.flash_attention_masked, backward=_flash_masked_bw, n_outputs=2
+)
 FLASH_BW = register(
     "flash_attention_backward", cpu=K.flash_attention_backward, backward=_flash_bw_bw, n_outputs=3
 )
@@ -103,6 +120,13 @@ def flash_attention(q, k, v, scale, causal):
     if out.requires_grad:
         _keep_lse(out, lse)
     return out
+
+
+def flash_attention_masked(q, k, v, key_mask, scale):
+    """flash_attention (not causal) over the keys that key_mask, a bool (*batch, head, key) tensor broadcast to
+    q's batch dims, marks True: a padding mask, which the kernel applies by packing only the visible keys."""
+    specs = [(tuple(q.shape[:-1]) + (v.shape[-1],), q.dtype), (tuple(q.shape[:-1]), q.dtype)]
+    return record(FLASH_MASKED, (q, k, v, key_mask), (float(scale),), specs, q.device)[0]
 
 
 # ---- scaled_dot_product_attention: the fused kernel above where it fits, else a composite ----
@@ -134,8 +158,9 @@ def scaled_dot_product_attention(
 ) -> TensorBase:
     """softmax(q @ k^T * scale + mask) @ v with torch's semantics: a bool mask marks positions that may be
     attended (True), a float mask is added to the scores; is_causal masks the upper triangle. Rows with
-    nothing to attend give zeros. Without a mask or dropout, float32/float64 operands of at least 3 dims with
-    equal batch dims go to the blocked kernel of ops/attention.py (no L x S matrix); the rest is a composite.
+    nothing to attend give zeros. Without dropout, float32/float64 operands of at least 3 dims with equal batch
+    dims go to the blocked kernel of ops/attention.py (no L x S matrix), with no mask or a bool mask that masks
+    keys only (a padding mask: its query dim broadcasts); the rest is a composite.
 
     >>> q = plast.ones(1, 2, 4)
     >>> plast.scaled_dot_product_attention(q, q, q).shape
@@ -179,8 +204,12 @@ def scaled_dot_product_attention(
         k, v = (_repeat_heads(t, hq // hk) for t in (k, v))
     L, S = q.shape[-2], k.shape[-2]
     sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    if attn_mask is None and not dropout_p > 0.0 and _flash_fits(q, k, v, sc):
-        return flash_attention(q, k, v, sc, is_causal)
+    if not dropout_p > 0.0 and _flash_fits(q, k, v, sc):
+        if attn_mask is None:
+            return flash_attention(q, k, v, sc, is_causal)
+        key_mask = _key_mask(attn_mask, q, S)
+        if key_mask is not None:
+            return flash_attention_masked(q, k, v, key_mask, sc)
     scores = mul(matmul(q, movement.transpose(k, -2, -1)), sc)
     if is_causal:
         scores = add(scores, _causal_mask(L, S, dt, q.device))
@@ -209,6 +238,20 @@ def _flash_fits(q, k, v, scale):
         and v.shape[-1] >= 1
         and math.isfinite(scale)
     )
+
+
+def _key_mask(mask, q, S):
+    """A bool attn_mask that masks keys only (its query dim is 1 or absent: a padding mask, (B, 1, 1, S) in
+    BERT) as a (*q.shape[:-2], S) view for the masked kernel; None for any other mask (the composite takes it)."""
+    if not isinstance(mask, TensorBase) or mask.dtype is not dtypes.bool_:
+        return None
+    shape, lead = tuple(mask.shape), tuple(q.shape[:-2])
+    if not 1 <= len(shape) <= q.ndim or shape[-1] not in (1, S) or (len(shape) >= 2 and shape[-2] != 1):
+        return None
+    if any(m not in (1, n) for m, n in zip(reversed(shape[:-2]), reversed(lead))):
+        return None
+    km = movement.reshape(mask, shape[:-2] + shape[-1:]) if len(shape) >= 2 else mask
+    return movement.expand(km, lead + (S,))
 
 
 def _repeat_heads(t, r):

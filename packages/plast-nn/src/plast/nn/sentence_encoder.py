@@ -200,8 +200,8 @@ class SentenceEncoder(Module):
         (the model's own Normalize module already does for all-MiniLM-L6-v2).
 
         ``length_sort``: ``"tokens"`` (default) sorts by token count, so a batch carries almost no padding (on
-        Python's docs sorting by characters pads 47% of the positions) and a batch of equal lengths runs
-        attention without a mask; ``"chars"`` makes sentence-transformers' batches (sorted by characters). The
+        Python's docs sorting by characters pads 47% of the positions, which every Linear computes) and a batch
+        of equal lengths runs attention without a mask; ``"chars"`` makes sentence-transformers' batches (sorted by characters). The
         embeddings are the same either way, up to float rounding.
 
         >>> SentenceEncoder.from_pretrained().encode("hello").shape  # doctest: +SKIP
@@ -248,9 +248,8 @@ class SentenceEncoder(Module):
                     n = lengths[i]
                     ids[row, :n], types[row, :n], mask[row, :n] = ids_rows[i], type_rows[i], 1
                 mask_t = plast.from_numpy(mask)
-                uniform = bool(
-                    lengths[idx].min() == width
-                )  # nothing to mask: attention takes its fused kernel
+                # nothing to mask: no mask at all (a padded batch's mask runs in core's masked fused kernel)
+                uniform = bool(lengths[idx].min() == width)
                 hidden = self.bert(
                     plast.from_numpy(ids),
                     attention_mask=None if uniform else mask_t,

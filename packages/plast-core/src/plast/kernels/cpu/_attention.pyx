@@ -28,6 +28,9 @@ cdef extern from "attention.h" nogil:
 
     int plast_attn_fwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q,
                        plast_attn_op k, plast_attn_op v, plast_attn_op out, plast_attn_op lse)
+    int plast_attn_fwd_masked(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q,
+                              plast_attn_op k, plast_attn_op v, plast_attn_op kmask, plast_attn_op out,
+                              plast_attn_op lse)
     int plast_attn_bwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q,
                        plast_attn_op k, plast_attn_op v, plast_attn_op out, plast_attn_op lse,
                        plast_attn_op dout, plast_attn_op dq, plast_attn_op dk, plast_attn_op dv)
@@ -79,6 +82,22 @@ def forward(int dtype, tuple shape, double scale, bint causal, uintptr_t q, tupl
     with nogil:
         rc = plast_attn_fwd(simd, nt, dtype, &d, oq, ok, ov, oo, ol)
     _check(rc, "attention forward kernel", shape, dtype)
+
+
+def forward_masked(int dtype, tuple shape, double scale, uintptr_t q, tuple qs, uintptr_t k, tuple ks,
+                   uintptr_t v, tuple vs, uintptr_t m, tuple ms, uintptr_t out, tuple outs, uintptr_t lse,
+                   tuple lses):
+    """forward() with a key mask m: bytes (nonzero = may be attended) with strides (batch, head, key), the same
+    for every query row (a padding mask). Not causal."""
+    cdef plast_attn_dims d = _dims(shape, scale, False)
+    cdef plast_attn_op oq = _op(q, qs), ok = _op(k, ks), ov = _op(v, vs), oo = _op(out, outs), ol = _op(lse, lses)
+    cdef plast_attn_op om = _op(m, ms)
+    if m == 0:
+        raise ValueError("attention forward_masked: the mask address is NULL")
+    cdef int rc, simd = simd_level(), nt = num_threads()
+    with nogil:
+        rc = plast_attn_fwd_masked(simd, nt, dtype, &d, oq, ok, ov, om, oo, ol)
+    _check(rc, "attention forward kernel (key mask)", shape, dtype)
 
 
 def backward(int dtype, tuple shape, double scale, bint causal, uintptr_t q, tuple qs, uintptr_t k, tuple ks,

@@ -70,6 +70,20 @@ def flash_attention(node, inputs, outputs):
     _attention.forward(_code(q), _dims(q, k, v), scale, causal, *args)
 
 
+def flash_attention_masked(node, inputs, outputs):
+    """out, lse of softmax(q k^T * scale) v over the keys a bool mask lets each (batch, head) see (node.args:
+    scale); the mask is (*batch, head, key), broadcast views welcome (expanded dims are read in place)."""
+    (scale,) = node.args
+    q, k, v, m = inputs
+    out, lse = outputs
+    ops = [_operand(t, 2) for t in (q, k, v)] + [_operand(m, 1), _operand(out, 2), _operand(lse, 1)]
+    args = [x for a, s, _ in ops for x in (a, s)]
+    if m.numel() == 0:  # no keys (S == 0): nothing is read through the mask
+        _attention.forward(_code(q), _dims(q, k, v), scale, False, *args[:6], *args[8:])
+        return
+    _attention.forward_masked(_code(q), _dims(q, k, v), scale, *args)
+
+
 def flash_attention_backward(node, inputs, outputs):
     """dq, dk, dv from q, k, v, the forward's out and lse, and the output gradient."""
     scale, causal = node.args

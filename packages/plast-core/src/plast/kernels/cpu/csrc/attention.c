@@ -28,6 +28,7 @@ typedef struct {
     int causal;
     double scale;
     plast_attn_op q, k, v, out, lse, dout, dq, dk, dv;
+    plast_attn_op kmask; /* bytes, nonzero = visible key; p == NULL: no mask */
 } attn_ctx;
 
 #define PLAST_VEC_BODY "attention_simd.h"
@@ -95,11 +96,19 @@ static void fwd_part(int simd, int dtype, const attn_ctx *c, ptrdiff_t need, siz
 
 int plast_attn_fwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q, plast_attn_op k,
                    plast_attn_op v, plast_attn_op out, plast_attn_op lse) {
+    plast_attn_op none;
+    memset(&none, 0, sizeof none);
+    return plast_attn_fwd_masked(simd, nthreads, dtype, dims, q, k, v, none, out, lse);
+}
+
+int plast_attn_fwd_masked(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q,
+                          plast_attn_op k, plast_attn_op v, plast_attn_op kmask, plast_attn_op out, plast_attn_op lse) {
     int rc = check_dims(dtype, dims);
     if (rc) return rc;
+    if (kmask.p && dims->causal) return PLAST_ATTN_EINVAL;
     attn_ctx c;
     ctx_init(&c, dims);
-    c.q = q, c.k = k, c.v = v, c.out = out, c.lse = lse;
+    c.q = q, c.k = k, c.v = v, c.out = out, c.lse = lse, c.kmask = kmask;
     const ptrdiff_t BH = c.B * c.H;
     if (BH == 0 || c.L == 0) return PLAST_ATTN_OK;
     double work = (double)BH * (double)c.L * (double)c.S * (double)(c.D + c.Dv) * (c.causal ? 0.5 : 1.0);

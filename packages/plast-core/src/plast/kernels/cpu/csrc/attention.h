@@ -13,6 +13,12 @@
  * blocks that a query block cannot see are skipped entirely. Rows that see no key (S == 0) give zeros and
  * lse = -inf.
  *
+ * A key mask (plast_attn_fwd_masked: one byte per (batch, head, key), nonzero = may be attended, the same for
+ * every query row: a padding mask) is applied while packing: a head's visible keys and values are packed
+ * together and the blocked loop runs over those alone, so padded keys cost nothing (a mask of leading ones
+ * packs as the unmasked kernel does). Rows of a head with no visible key give zeros and lse = -inf. Not with
+ * causal (EINVAL); the backward of a masked call is left to the caller (plast writes it in plast ops).
+ *
  * Parallel over (batch*heads) x query blocks (forward). The backward runs one task per batch*head (dk and dv
  * accumulate inside the task, so no two threads write the same gradient) unless there are fewer of those than
  * threads; then it splits into a pass over (head, key block) for dk/dv and a pass over (head, query block)
@@ -49,6 +55,10 @@ typedef struct {
 /* out (B, H, L, Dv) and lse (B, H, L) from q, k, v. */
 int plast_attn_fwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q, plast_attn_op k,
                    plast_attn_op v, plast_attn_op out, plast_attn_op lse);
+
+/* The same with a key mask: kmask.p points at bytes (nonzero = visible) with strides sb, sh and, per key, sl. */
+int plast_attn_fwd_masked(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q,
+                          plast_attn_op k, plast_attn_op v, plast_attn_op kmask, plast_attn_op out, plast_attn_op lse);
 
 /* dq, dk, dv from q, k, v, the forward's out and lse, and dout = d(loss)/d(out). */
 int plast_attn_bwd(int simd, int nthreads, int dtype, const plast_attn_dims *dims, plast_attn_op q, plast_attn_op k,

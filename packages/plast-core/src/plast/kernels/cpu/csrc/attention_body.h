@@ -225,9 +225,41 @@ static ptrdiff_t AN(fwd_scratch)(const attn_ctx *c) {
     return c->D * c->nkb * ATT_BK + c->SP * c->DVP + ATT_BQ * (c->DP + ATT_BK + c->DVP + 3);
 }
 
+/* The visible keys of a masked head (m: its mask bytes, ms apart), packed in order as K^T panels and V rows
+ * (the layouts of the unmasked packing); returns how many. */
+static ptrdiff_t AN(pack_masked)(const attn_ctx *c, T *kt, T *vp, const T *k, const T *v, const unsigned char *m,
+                                 ptrdiff_t ms) {
+    const ptrdiff_t D = c->D, Dv = c->Dv, DVP = c->DVP;
+    ptrdiff_t n = 0;
+    for (ptrdiff_t s = 0; s < c->S; s++) {
+        if (!m[s * ms]) continue;
+        const T *ks = k + s * c->k.sl, *vs = v + s * c->v.sl;
+        T *col = kt + n / ATT_BK * ATT_BK * D + n % ATT_BK, *row = vp + n * DVP;
+        for (ptrdiff_t d = 0; d < D; d++) col[d * ATT_BK] = ks[d * c->k.sd];
+        for (ptrdiff_t d = 0; d < Dv; d++) row[d] = vs[d * c->v.sd];
+        for (ptrdiff_t d = Dv; d < DVP; d++) row[d] = 0;
+        n++;
+    }
+    const ptrdiff_t nk = n % ATT_BK, j0 = n - nk; /* the last panel's padding columns */
+    if (nk)
+        for (ptrdiff_t d = 0; d < D; d++)
+            for (ptrdiff_t i = nk; i < PAD(nk); i++) kt[j0 * D + d * ATT_BK + i] = 0;
+    return n;
+}
+
+/* How many keys a masked head sees when they are the leading ones (a padding mask), or -1. */
+static ptrdiff_t AN(mask_prefix)(const unsigned char *m, ptrdiff_t ms, ptrdiff_t S) {
+    ptrdiff_t n = 0;
+    while (n < S && m[n * ms]) n++;
+    for (ptrdiff_t s = n; s < S; s++)
+        if (m[s * ms]) return -1;
+    return n;
+}
+
 /* Query blocks part, part + nparts, ... of head bh. */
 VTARGET static void AN(fwd_task)(const attn_ctx *c, ptrdiff_t bh, ptrdiff_t part, ptrdiff_t nparts, T *scratch) {
-    const ptrdiff_t D = c->D, Dv = c->Dv, L = c->L, S = c->S, DP = c->DP, DVP = c->DVP, SP = c->SP;
+    const ptrdiff_t D = c->D, Dv = c->Dv, L = c->L, DP = c->DP, DVP = c->DVP, SP = c->SP;
+    ptrdiff_t S = c->S;
     const ptrdiff_t b = bh / c->H, h = bh % c->H;
     const T *q = (const T *)c->q.p + b * c->q.sb + h * c->q.sh;
     const T *k = (const T *)c->k.p + b * c->k.sb + h * c->k.sh;
@@ -247,11 +279,24 @@ VTARGET static void AN(fwd_task)(const attn_ctx *c, ptrdiff_t bh, ptrdiff_t part
         ptrdiff_t rows = (last + 1) * ATT_BQ < L ? (last + 1) * ATT_BQ : L;
         smax = rows < S ? rows : S;
     }
-    for (ptrdiff_t j0 = 0; j0 < smax; j0 += ATT_BK) {
-        const ptrdiff_t nk = smax - j0 < ATT_BK ? smax - j0 : ATT_BK;
-        AN(pack_cols)(kt + j0 * D, ATT_BK, k + j0 * c->k.sl, c->k.sl, c->k.sd, nk, PAD(nk), D);
+    int packed = 0;
+    if (c->kmask.p) { /* never causal: smax == S */
+        const unsigned char *m = (const unsigned char *)c->kmask.p + b * c->kmask.sb + h * c->kmask.sh;
+        const ptrdiff_t n = AN(mask_prefix)(m, c->kmask.sl, S);
+        if (n < 0) {
+            S = smax = AN(pack_masked)(c, kt, vp, k, v, m, c->kmask.sl);
+            packed = 1;
+        } else {
+            S = smax = n;
+        }
     }
-    AN(pack_rows)(vp, DVP, v, c->v.sl, c->v.sd, smax, smax, Dv, DVP, 1);
+    if (!packed) {
+        for (ptrdiff_t j0 = 0; j0 < smax; j0 += ATT_BK) {
+            const ptrdiff_t nk = smax - j0 < ATT_BK ? smax - j0 : ATT_BK;
+            AN(pack_cols)(kt + j0 * D, ATT_BK, k + j0 * c->k.sl, c->k.sl, c->k.sd, nk, PAD(nk), D);
+        }
+        AN(pack_rows)(vp, DVP, v, c->v.sl, c->v.sd, smax, smax, Dv, DVP, 1);
+    }
 
     for (ptrdiff_t ib = part; ib < c->nqb; ib += nparts) {
         const ptrdiff_t i0 = ib * ATT_BQ, nq = L - i0 < ATT_BQ ? L - i0 : ATT_BQ, nq4 = PAD4(nq);
