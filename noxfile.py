@@ -193,6 +193,8 @@ def build(session: nox.Session) -> None:
 def tests(session: nox.Session, dist: str) -> None:
     """One distribution's tests, against plast-core's wheel and the siblings it needs."""
     extra = TEST_DEPS + ([TORCH, SAFETENSORS] if dist in {"core", "nn"} else [])
+    if dist == "data":
+        extra.append(TORCH)  # the DataLoader, dataset and sampler oracles (torch.utils.data)
     if dist == "experiment":
         extra.append(SAFETENSORS)  # tests/tooling/tiny_bert.py writes its model with the package
     if dist in {"core", "nn"}:
