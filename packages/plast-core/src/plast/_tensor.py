@@ -177,6 +177,12 @@ class Tensor(TensorBase):
 
     __str__ = __repr__
 
+    def __format__(self, format_spec: str) -> str:
+        # as torch: a 0-d tensor formats as its Python number (f"{loss:.4f}"); others only with an empty spec
+        if self.dim() == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     # ---- casts and copies ----
     def to(
         self,
