@@ -22,7 +22,18 @@ from . import accelerator, amp, autograd, backends, compiler, cuda, distributed,
 from ._config import show_config
 from ._core._structs import Size
 from ._core.devices import Device, device
-from ._core.dtypes import as_dtype, bfloat16, dtype, float16, float32, float64, int32, int64
+from ._core.dtypes import (
+    as_dtype,
+    bfloat16,
+    dtype,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int32,
+    int64,
+    set_default_dtype,
+)
 from ._core.dtypes import bool_ as bool  # noqa: A001
 from ._core.errors import (
     ArenaExhaustedError,
@@ -65,6 +76,7 @@ from .ops.creation import (
     randint,
     randn,
     randn_like,
+    randperm,
     tensor,
     zeros,
     zeros_like,

@@ -61,7 +61,7 @@ def current_device() -> int:
     return 0
 
 
-def set_device(device) -> None:
+def set_device(device: int | str | _devices.device) -> None:
     """Select the GPU: plast uses device 0 only, so 0 (or "cuda", "cuda:0") is accepted and anything else raises."""
     index = device if isinstance(device, int) else _devices.device(device).index
     if index not in (None, 0):
