@@ -46,7 +46,19 @@ from ._core.errors import (
     StaleTensorError,
 )
 from ._jit.trace import jit
-from ._tensor import Tensor
+from ._tensor import (
+    BFloat16Tensor,
+    BoolTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    Tensor,
+    is_tensor,
+    mm,
+    numel,
+)
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .autograd.api import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .compiler import compile  # noqa: A004 (torch.compile)
@@ -59,6 +71,35 @@ from .ops import fusion_rules  # noqa: F401
 
 # every op family's public functions (each op module's __all__; tests/test_public_api.py checks the lists agree)
 from .ops.attention import scaled_dot_product_attention
+from .ops.composites import (
+    absolute,
+    cosh,
+    deg2rad,
+    divide,
+    fix,
+    frac,
+    greater,
+    greater_equal,
+    hypot,
+    isneginf,
+    isposinf,
+    less,
+    less_equal,
+    logaddexp,
+    logaddexp2,
+    logit,
+    multiply,
+    negative,
+    not_equal,
+    positive,
+    rad2deg,
+    sgn,
+    sinh,
+    subtract,
+    tan,
+    true_divide,
+    xlogy,
+)
 from .ops.creation import (
     arange,
     as_tensor,
