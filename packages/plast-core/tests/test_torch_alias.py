@@ -128,3 +128,29 @@ def test_backends_cuda_accelerator_match_torch_without_gpu():
     assert plast.rand(4).tolist() == a
     with pytest.raises(ValueError, match="one GPU"):
         plast.cuda.set_device(1)
+
+
+def test_missing_distribution_is_named():
+    # as if plast-nn and plast-data were not installed: a finder ahead of the others refuses their modules
+    code = """
+        import importlib.abc, sys
+
+        class Hide(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[:2] in (["plast", "nn"], ["plast", "optim"], ["plast", "data"]):
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+        sys.meta_path.insert(0, Hide())
+        import torch
+        print(torch.ones(1).tolist())
+        for mod in ("torch.nn", "torch.nn.functional", "torch.optim", "torch.utils.data"):
+            try:
+                __import__(mod)
+            except ModuleNotFoundError as e:
+                print(e)
+    """
+    out = _run(code, module=False).splitlines()
+    assert out[0] == "[1.0]"
+    assert "torch.nn is plast.nn under plast, which ships in the plast-nn distribution" in out[1]
+    assert "plast-nn" in out[2] and "plast-nn" in out[3]
+    assert "torch.utils.data is plast.data under plast, which ships in the plast-data distribution" in out[4]
