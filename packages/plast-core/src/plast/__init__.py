@@ -18,11 +18,22 @@ from . import _siblings
 
 _siblings.install()
 
-from . import amp, autograd, compiler, cuda, distributed, errors, linalg
+from . import accelerator, amp, autograd, backends, compiler, cuda, distributed, errors, linalg
 from ._config import show_config
 from ._core._structs import Size
 from ._core.devices import Device, device
-from ._core.dtypes import as_dtype, bfloat16, dtype, float16, float32, float64, int32, int64
+from ._core.dtypes import (
+    as_dtype,
+    bfloat16,
+    dtype,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int32,
+    int64,
+    set_default_dtype,
+)
 from ._core.dtypes import bool_ as bool  # noqa: A001
 from ._core.errors import (
     ArenaExhaustedError,
@@ -35,7 +46,19 @@ from ._core.errors import (
     StaleTensorError,
 )
 from ._jit.trace import jit
-from ._tensor import Tensor
+from ._tensor import (
+    BFloat16Tensor,
+    BoolTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    Tensor,
+    is_tensor,
+    mm,
+    numel,
+)
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .autograd.api import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .compiler import compile  # noqa: A004 (torch.compile)
@@ -48,6 +71,35 @@ from .ops import fusion_rules  # noqa: F401
 
 # every op family's public functions (each op module's __all__; tests/test_public_api.py checks the lists agree)
 from .ops.attention import scaled_dot_product_attention
+from .ops.composites import (
+    absolute,
+    cosh,
+    deg2rad,
+    divide,
+    fix,
+    frac,
+    greater,
+    greater_equal,
+    hypot,
+    isneginf,
+    isposinf,
+    less,
+    less_equal,
+    logaddexp,
+    logaddexp2,
+    logit,
+    multiply,
+    negative,
+    not_equal,
+    positive,
+    rad2deg,
+    sgn,
+    sinh,
+    subtract,
+    tan,
+    true_divide,
+    xlogy,
+)
 from .ops.creation import (
     arange,
     as_tensor,
@@ -65,6 +117,7 @@ from .ops.creation import (
     randint,
     randn,
     randn_like,
+    randperm,
     tensor,
     zeros,
     zeros_like,

@@ -29,6 +29,8 @@ from .graph.realize import realize
 from .graph.tape import tracing
 from .kernels.cpu.kernels import np_view
 from .kernels.host import host_array
+from .ops import composites as composite_ops
+from .ops import creation as creation_ops
 from .ops import device as device_ops
 from .ops import elementwise as elementwise_ops
 from .ops import indexing as indexing_ops
@@ -176,6 +178,12 @@ class Tensor(TensorBase):
         return f"tensor({body}{''.join(', ' + e for e in extras)})"
 
     __str__ = __repr__
+
+    def __format__(self, format_spec: str) -> str:
+        # as torch: a 0-d tensor formats as its Python number (f"{loss:.4f}"); others only with an empty spec
+        if self.dim() == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
 
     # ---- casts and copies ----
     def to(
@@ -597,6 +605,193 @@ class Tensor(TensorBase):
     relu = unary_ops.relu
     erf = unary_ops.erf
     __abs__ = unary_ops.abs
+
+    # ops/composites.py (torch's elementwise functions in primitives, and alias names)
+    absolute = composite_ops.absolute
+    cosh = composite_ops.cosh
+    deg2rad = composite_ops.deg2rad
+    divide = composite_ops.divide
+    fix = composite_ops.fix
+    frac = composite_ops.frac
+    greater = composite_ops.greater
+    greater_equal = composite_ops.greater_equal
+    hypot = composite_ops.hypot
+    isneginf = composite_ops.isneginf
+    isposinf = composite_ops.isposinf
+    less = composite_ops.less
+    less_equal = composite_ops.less_equal
+    logaddexp = composite_ops.logaddexp
+    logaddexp2 = composite_ops.logaddexp2
+    logit = composite_ops.logit
+    multiply = composite_ops.multiply
+    negative = composite_ops.negative
+    not_equal = composite_ops.not_equal
+    positive = composite_ops.positive
+    rad2deg = composite_ops.rad2deg
+    sgn = composite_ops.sgn
+    sinh = composite_ops.sinh
+    subtract = composite_ops.subtract
+    tan = composite_ops.tan
+    true_divide = composite_ops.true_divide
+    xlogy = composite_ops.xlogy
+
+    # ---- torch's legacy methods and constructors-from-a-tensor ----
+    def nelement(self) -> builtins.int:
+        """numel()'s old name."""
+        return self.numel()
+
+    def mm(self, mat2: Tensor) -> Tensor:
+        """2-D matrix product (torch.mm): both operands must be matrices."""
+        return mm(self, mat2)
+
+    def type(self, dtype: DTypeLike | None = None, non_blocking: builtins.bool = False) -> str | Tensor:
+        """Without an argument, the type's name (``"plast.FloatTensor"``); with a dtype or a type name
+        (``"torch.DoubleTensor"``), a cast to it (the tensor itself when it already has that dtype)."""
+        if dtype is None:
+            return f"plast.{_LEGACY_NAMES[self.dtype]}"
+        if isinstance(dtype, str) and dtype.endswith("Tensor"):
+            name, dtype = dtype, _LEGACY_BY_NAME.get(dtype.rsplit(".", 1)[-1])
+            if dtype is None:
+                raise ValueError(f"type(): plast has no tensor type {name!r}")
+        dt = dtypes.as_dtype(dtype)
+        return self if dt is self.dtype else movement_ops.cast(self, dt)
+
+    def pin_memory(self) -> Tensor:
+        """The tensor itself: plast's host memory needs no pinning for copies to a GPU (torch copies into
+        page-locked memory; here there is nothing to do)."""
+        return self
+
+    def is_pinned(self) -> builtins.bool:
+        return False
+
+    def new_tensor(
+        self,
+        data: Any,
+        dtype: DTypeLike | None = None,
+        device: DeviceLike | None = None,
+        requires_grad: builtins.bool = False,
+    ) -> Tensor:
+        """A new tensor of `data`, with this tensor's dtype and device unless given."""
+        if isinstance(data, Tensor):
+            data = data.detach().numpy()
+        return tensor(
+            data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
+        )
+
+    def new_full(
+        self,
+        size: Sequence[builtins.int],
+        fill_value: builtins.int | builtins.float | builtins.bool,
+        *,
+        dtype: DTypeLike | None = None,
+        device: DeviceLike | None = None,
+        requires_grad: builtins.bool = False,
+    ) -> Tensor:
+        return creation_ops.full(
+            size,
+            fill_value,
+            dtype=dtype or self.dtype,
+            device=device or self.device,
+            requires_grad=requires_grad,
+        )
+
+    def new_zeros(
+        self,
+        *size: Any,
+        dtype: DTypeLike | None = None,
+        device: DeviceLike | None = None,
+        requires_grad: builtins.bool = False,
+    ) -> Tensor:
+        return creation_ops.zeros(
+            *size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
+        )
+
+    def new_ones(
+        self,
+        *size: Any,
+        dtype: DTypeLike | None = None,
+        device: DeviceLike | None = None,
+        requires_grad: builtins.bool = False,
+    ) -> Tensor:
+        return creation_ops.ones(
+            *size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
+        )
+
+    def new_empty(
+        self,
+        *size: Any,
+        dtype: DTypeLike | None = None,
+        device: DeviceLike | None = None,
+        requires_grad: builtins.bool = False,
+    ) -> Tensor:
+        return creation_ops.empty(
+            *size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
+        )
+
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Matrix product of two 2-D tensors (torch.mm; matmul broadcasts, mm does not).
+
+    >>> import plast
+    >>> plast.mm(plast.ones(2, 3), plast.ones(3, 4)).shape
+    plast.Size([2, 4])
+    """
+    if input.dim() != 2 or mat2.dim() != 2:
+        raise RuntimeError(f"mm: both arguments must be 2-D, got {input.dim()}-D and {mat2.dim()}-D")
+    return linalg_ops.matmul(input, mat2)
+
+
+_LEGACY_NAMES = {
+    dtypes.float32: "FloatTensor",
+    dtypes.float64: "DoubleTensor",
+    dtypes.float16: "HalfTensor",
+    dtypes.bfloat16: "BFloat16Tensor",
+    dtypes.int64: "LongTensor",
+    dtypes.int32: "IntTensor",
+    dtypes.bool_: "BoolTensor",
+}
+_LEGACY_BY_NAME = {v: k for k, v in _LEGACY_NAMES.items()}
+
+
+class _LegacyMeta(type):
+    # isinstance(t, plast.FloatTensor) asks for a float32 tensor, as in torch
+    def __instancecheck__(cls, obj: Any) -> builtins.bool:
+        return isinstance(obj, Tensor) and obj.dtype is cls._dtype
+
+
+class _LegacyTensor(metaclass=_LegacyMeta):
+    """torch's legacy constructors: ``FloatTensor(2, 3)`` (or a Size) is an uninitialized tensor of that shape,
+    ``FloatTensor([1, 2])`` a tensor of the data; either way a plast.Tensor of the class's dtype."""
+
+    _dtype = dtypes.float32
+
+    def __new__(cls, *args: Any, device: DeviceLike | None = None) -> Tensor:  # type: ignore[misc]
+        sizes = args[0] if len(args) == 1 and isinstance(args[0], Size) else args
+        if all(isinstance(a, (builtins.int, np.integer)) and not isinstance(a, builtins.bool) for a in sizes):
+            return creation_ops.empty(*sizes, dtype=cls._dtype, device=device)
+        if len(args) != 1:
+            raise TypeError(f"{cls.__name__}() takes sizes or one sequence of data, got {args!r}")
+        data = args[0]
+        if isinstance(data, Tensor):
+            return movement_ops.cast(data, cls._dtype)
+        return tensor(data, dtype=cls._dtype, device=device)
+
+
+FloatTensor = _LegacyMeta("FloatTensor", (_LegacyTensor,), {"_dtype": dtypes.float32})
+DoubleTensor = _LegacyMeta("DoubleTensor", (_LegacyTensor,), {"_dtype": dtypes.float64})
+HalfTensor = _LegacyMeta("HalfTensor", (_LegacyTensor,), {"_dtype": dtypes.float16})
+BFloat16Tensor = _LegacyMeta("BFloat16Tensor", (_LegacyTensor,), {"_dtype": dtypes.bfloat16})
+LongTensor = _LegacyMeta("LongTensor", (_LegacyTensor,), {"_dtype": dtypes.int64})
+IntTensor = _LegacyMeta("IntTensor", (_LegacyTensor,), {"_dtype": dtypes.int32})
+BoolTensor = _LegacyMeta("BoolTensor", (_LegacyTensor,), {"_dtype": dtypes.bool_})
+
+
+def is_tensor(obj: Any) -> builtins.bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(input: Tensor) -> builtins.int:
+    return input.numel()
 
 
 bind(Tensor)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from . import amp as _amp
 from ._core import cuda_driver as _backend
+from ._core import devices as _devices
 from ._core import dtypes as _dtypes
 from ._core.cuda_driver import CudaUnavailableError
+from .ops import random as _random
 
 
 def is_available() -> bool:
@@ -37,6 +39,36 @@ def synchronize() -> None:
     _backend.driver().Context.synchronize()
 
 
+def manual_seed(seed: int) -> None:
+    """Seed the generator CUDA tensors draw from. plast has one generator for every device (plast.manual_seed's):
+    with a GPU this seeds it; without one it does nothing, as torch.cuda.manual_seed does then."""
+    if _backend.is_available():
+        _random.manual_seed(seed)
+
+
+def manual_seed_all(seed: int) -> None:
+    """manual_seed() for every GPU (plast uses one)."""
+    manual_seed(seed)
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """True when a GPU is usable: plast's CUDA kernels need compute capability 8.0+, which has bfloat16."""
+    return _backend.is_available()
+
+
+def current_device() -> int:
+    _backend.require("plast.cuda.current_device()")
+    return 0
+
+
+def set_device(device: int | str | _devices.device) -> None:
+    """Select the GPU: plast uses device 0 only, so 0 (or "cuda", "cuda:0") is accepted and anything else raises."""
+    index = device if isinstance(device, int) else _devices.device(device).index
+    if index not in (None, 0):
+        raise ValueError(f"plast uses one GPU (index 0); set_device({device!r}) asks for another")
+    _backend.require("plast.cuda.set_device()")
+
+
 class _Amp:
     """``plast.cuda.amp``: torch.cuda.amp's autocast (``plast.autocast("cuda", ...)``)."""
 
@@ -49,4 +81,16 @@ class _Amp:
 
 amp = _Amp()
 
-__all__ = ["CudaUnavailableError", "amp", "is_available", "unavailable_reason", "device_count", "synchronize"]
+__all__ = [
+    "CudaUnavailableError",
+    "amp",
+    "current_device",
+    "device_count",
+    "is_available",
+    "is_bf16_supported",
+    "manual_seed",
+    "manual_seed_all",
+    "set_device",
+    "synchronize",
+    "unavailable_reason",
+]

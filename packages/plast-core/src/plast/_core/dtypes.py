@@ -42,6 +42,30 @@ default_float = float32
 default_int = int64
 
 
+def get_default_dtype() -> dtype:
+    """The dtype of floating factories without ``dtype=`` and of Python floats in ``tensor()``: float32.
+
+    >>> import plast
+    >>> plast.get_default_dtype()
+    plast.float32
+    """
+    return default_float
+
+
+def set_default_dtype(d: dtype | str | type) -> None:
+    """Only float32 is accepted: plast's type promotion with Python floats and ``tensor()``'s inference are
+    float32 throughout, so another default would be half-applied. Any other dtype raises NotImplementedError."""
+    d = as_dtype(d)
+    if d is not float32:
+        if not d.is_floating_point:
+            raise TypeError(
+                f"set_default_dtype: only floating point types are supported as the default, got {d}"
+            )
+        raise NotImplementedError(
+            f"plast does not implement set_default_dtype({d}): its default is float32 only"
+        )
+
+
 def as_dtype(x: dtype | str | type | np.dtype) -> dtype:
     """Turn a plast dtype, a numpy dtype or type, a name, or the Python types bool/int/float into a plast dtype."""
     if isinstance(x, dtype):

@@ -35,6 +35,32 @@ def _shape_arg(size, fn):
     return tuple(int(s) for s in size)
 
 
+def _no_more(kwargs, fn):
+    if kwargs:
+        raise TypeError(f"{fn}() got an unexpected keyword argument {next(iter(kwargs))!r}")
+
+
+def _sizes(size, size_kw, fn):
+    """torch's size forms: varargs ``(2, 3)``, one tuple or list ``((2, 3),)``, or ``size=`` as a keyword."""
+    if size_kw is not None:
+        if size:
+            raise TypeError(f"{fn}: size given both positionally and as size=")
+        size = (size_kw,) if isinstance(size_kw, (int, np.integer)) else (tuple(size_kw),)
+    return _shape_arg(size, fn)
+
+
+def _into(out, t, fn):
+    """``out=``: write the result into `out` (same shape and dtype; plast does not resize or cast `out`)."""
+    if out is None:
+        return t
+    if tuple(out.shape) != tuple(t.shape) or out.dtype != t.dtype:
+        raise RuntimeError(
+            f"{fn}: out= must have the result's shape {tuple(t.shape)} and dtype {t.dtype}, got "
+            f"{tuple(out.shape)} and {out.dtype} (plast does not resize or cast out=)"
+        )
+    return out.copy_(t)
+
+
 _INT_RANGE = {dtypes.int32: (-(2**31), 2**31 - 1), dtypes.int64: (-(2**63), 2**63 - 1)}
 
 
@@ -188,21 +214,31 @@ def from_numpy(arr: np.ndarray) -> TensorBase:
 
 def empty(
     *size: SizeArg,
+    out: TensorBase | None = None,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
     requires_grad: bool = False,
+    **kwargs: Any,
 ) -> TensorBase:
-    shape = _shape_arg(size, "empty")
+    shape = _sizes(size, kwargs.pop("size", None), "empty")
+    _no_more(kwargs, "empty")
+    if out is not None:
+        return _into(out, _new_leaf(shape, out.dtype, out.device, False, zero=True), "empty")
     return _new_leaf(shape, dtypes.as_dtype(dtype or dtypes.default_float), device, requires_grad)
 
 
 def full(
     size: int | Sequence[int],
     fill_value: Number,
+    *,
+    out: TensorBase | None = None,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
     requires_grad: bool = False,
 ) -> TensorBase:
+    if out is not None:
+        t = full(size, fill_value, dtype=dtype or out.dtype, device=out.device)
+        return _into(out, t, "full")
     shape = _shape_arg((size,) if isinstance(size, int) else tuple(size), "full")
     if not isinstance(fill_value, (numbers.Number, np.number)):
         raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
@@ -237,12 +273,18 @@ def full(
 
 def zeros(
     *size: SizeArg,
+    out: TensorBase | None = None,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
     requires_grad: bool = False,
+    **kwargs: Any,
 ) -> TensorBase:
+    shape = _sizes(size, kwargs.pop("size", None), "zeros")
+    _no_more(kwargs, "zeros")
+    if out is not None:
+        return _into(out, full(shape, 0, dtype=dtype or out.dtype, device=out.device), "zeros")
     return full(
-        _shape_arg(size, "zeros"),
+        shape,
         0,
         dtype=dtype or dtypes.default_float,
         device=device,
@@ -252,12 +294,18 @@ def zeros(
 
 def ones(
     *size: SizeArg,
+    out: TensorBase | None = None,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
     requires_grad: bool = False,
+    **kwargs: Any,
 ) -> TensorBase:
+    shape = _sizes(size, kwargs.pop("size", None), "ones")
+    _no_more(kwargs, "ones")
+    if out is not None:
+        return _into(out, full(shape, 1, dtype=dtype or out.dtype, device=out.device), "ones")
     return full(
-        _shape_arg(size, "ones"),
+        shape,
         1,
         dtype=dtype or dtypes.default_float,
         device=device,
@@ -373,8 +421,12 @@ def eye(
     return _from_array(np.eye(n, m, dtype=dt.np), dt, device, requires_grad)
 
 
-def _random_leaf(kind, size, fn, p1, p2, generator, dtype, device, requires_grad):
-    shape = _shape_arg(size, fn)
+def _random_leaf(kind, size, fn, p1, p2, generator, dtype, device, requires_grad, out=None, kwargs=None):
+    shape = _sizes(size, kwargs.pop("size", None) if kwargs else None, fn)
+    _no_more(kwargs or {}, fn)
+    if out is not None:
+        t = _random_leaf(kind, shape, fn, p1, p2, generator, dtype or out.dtype, out.device, False)
+        return _into(out, t, fn)
     dt = dtypes.as_dtype(dtype or dtypes.default_float)
     if not dt.is_floating_point:
         raise DTypeError(f"{fn}: dtype must be floating point, got {dt}")
@@ -405,23 +457,31 @@ def _fill_random_cuda(t, kind, p1, p2, generator):
 def rand(
     *size: SizeArg,
     generator: random.Generator | None = None,
+    out: TensorBase | None = None,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
     requires_grad: bool = False,
+    **kwargs: Any,
 ) -> TensorBase:
     """Uniform on [0, 1), from the Philox stream of `generator` (the global one by default)."""
-    return _random_leaf("uniform", size, "rand", 0.0, 1.0, generator, dtype, device, requires_grad)
+    return _random_leaf(
+        "uniform", size, "rand", 0.0, 1.0, generator, dtype, device, requires_grad, out, kwargs
+    )
 
 
 def randn(
     *size: SizeArg,
     generator: random.Generator | None = None,
+    out: TensorBase | None = None,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
     requires_grad: bool = False,
+    **kwargs: Any,
 ) -> TensorBase:
     """Standard normal, from the Philox stream of `generator` (the global one by default)."""
-    return _random_leaf("normal", size, "randn", 0.0, 1.0, generator, dtype, device, requires_grad)
+    return _random_leaf(
+        "normal", size, "randn", 0.0, 1.0, generator, dtype, device, requires_grad, out, kwargs
+    )
 
 
 def randint(
@@ -429,12 +489,26 @@ def randint(
     high: int | None = None,
     size: SizeArg | None = None,
     generator: random.Generator | None = None,
+    out: TensorBase | None = None,
     dtype: DTypeLike | None = None,
     device: DeviceLike | None = None,
+    requires_grad: bool = False,
 ) -> TensorBase:
-    """Integers uniform on [low, high)."""
+    """Integers uniform on [low, high); torch's overloads ``randint(high, size)`` and ``randint(low, high, size)``.
+
+    >>> import plast
+    >>> plast.randint(10, (3,)).shape, plast.randint(2, 5, size=[2, 2]).shape
+    (plast.Size([3]), plast.Size([2, 2]))
+    """
+    if size is None and isinstance(high, (tuple, list)):  # randint(high, size)
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
+    if requires_grad:
+        raise RuntimeError("randint: only floating point tensors can require gradients")
+    if out is not None:
+        t = randint(low, high, size, generator=generator, dtype=dtype or out.dtype, device=out.device)
+        return _into(out, t, "randint")
     if size is None:
         raise TypeError("randint: size is required, e.g. plast.randint(0, 10, (3,))")
     if high <= low:
@@ -476,3 +550,42 @@ def randn_like(
     device: DeviceLike | None = None,
 ) -> TensorBase:
     return randn(t.shape, generator=generator, dtype=dtype or t.dtype, device=device or t.device)
+
+
+def randperm(
+    n: int,
+    *,
+    generator: random.Generator | None = None,
+    out: TensorBase | None = None,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> TensorBase:
+    """A random permutation of 0..n-1 (int64 by default), from the Philox stream of `generator`.
+
+    >>> import plast
+    >>> sorted(plast.randperm(5).tolist())
+    [0, 1, 2, 3, 4]
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"randperm: n must be a non-negative int, got {n!r}")
+    dt = dtypes.as_dtype(dtype or (out.dtype if out is not None else dtypes.int64))
+    if requires_grad and not dt.is_floating_point:
+        raise RuntimeError("randperm: only floating point tensors can require gradients")
+    if out is not None:
+        return _into(out, randperm(n, generator=generator, dtype=dt, device=out.device), "randperm")
+    t = _new_leaf((int(n),), dt, device, requires_grad)
+    g = random._gen(generator)
+
+    def draw(out):
+        k = out.numel()
+        if not k:
+            return
+        # sort 64-bit random keys (two 32-bit draws each); ties (probability ~k^2 / 2^65) keep index order
+        raw = np.empty(2 * k, dtype=np.uint32)
+        random.fill("u32", raw.__array_interface__["data"][0], 0, 2 * k, 0.0, 0.0, g)
+        _write(out, np.argsort(raw.view(np.uint64), kind="stable").astype(dt.np))
+
+    draw(t)
+    tape.note_random(draw, t, "randperm")
+    return t
