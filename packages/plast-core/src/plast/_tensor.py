@@ -26,7 +26,7 @@ from .autograd.engine import backward_leaves
 from .autograd.hooks import RemovableHandle
 from .graph._graph import bind
 from .graph._mutation import pending_readers
-from .graph.realize import realize
+from .graph.realize import engine_lock, other_threads, realize
 from .graph.tape import tracing
 from .kernels.cpu.kernels import np_view
 from .kernels.host import host_array
@@ -308,8 +308,13 @@ class Tensor(TensorBase):
         if gradient is None and not retain_graph and not create_graph and inputs is None:
             # the common case has no post-accumulate hook: no hook calls at all
             before = grad_hooks.grads_before() if grad_hooks.post_accumulate_hooks else None
-            if not try_replay(self):
-                backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
+            locked = other_threads() != 0 and engine_lock.acquire()  # (see graph/realize.engine_lock)
+            try:
+                if not try_replay(self):
+                    backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
+            finally:
+                if locked:
+                    engine_lock.release()
             if before is not None:
                 grad_hooks.fire(before)
             return

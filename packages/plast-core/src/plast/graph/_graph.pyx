@@ -17,10 +17,11 @@ from .._core import dtypes as _dtypes
 from .._core._dtype cimport dtype as DType
 from .._core._structs cimport Node, OpDef, TensorBase, alloc_tensor, env_zero, new_lazy, shape_numel
 from ..memory.arena cimport Storage
-from .._core._state cimport flag
+from .._core._state cimport grad_on
 from ..kernels.cpu import kernels as _cpu_kernels
 
 cdef dict _AG = autograd_state.__dict__
+cdef unsigned long _AG_OWNER = autograd_state._owner
 
 # plast.Tensor: the Python class defined in _tensor.py, which binds it here when it is imported (the class of
 # every tensor record() makes).
@@ -197,7 +198,7 @@ cpdef list record(object op, object inputs, object args, object specs, object de
     cdef int shared = 0
     for x in ins:
         shared |= _note_reader(ref, <TensorBase?>x)
-    if flag(_AG, "grad_enabled") and (row.backward if row is not None else op.backward) is not None:
+    if grad_on(_AG, _AG_OWNER) and (row.backward if row is not None else op.backward) is not None:
         for x in ins:
             t = <TensorBase>x
             if t.requires_grad:
