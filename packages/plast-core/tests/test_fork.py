@@ -104,3 +104,31 @@ def test_set_num_threads_in_forked_child_warns_and_stays_single_threaded():
         """
     )
     assert out == 0
+
+
+def test_fork_while_another_thread_holds_the_engine_lock():
+    out = run(
+        """
+        import threading
+        from plast.graph.realize import engine_lock
+
+        held, release = threading.Event(), threading.Event()
+
+        def holder():
+            with engine_lock:  # as a thread in the middle of realize() would
+                held.set()
+                release.wait(30)
+
+        th = threading.Thread(target=holder)
+        th.start()
+        held.wait(30)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if abs(work(1)[0] - float((x @ x).numpy()[1, 1])) < 1e-3 else 3)
+        _, status = os.waitpid(pid, 0)
+        release.set()
+        th.join()
+        print(json.dumps(status))
+        """
+    )
+    assert out == 0

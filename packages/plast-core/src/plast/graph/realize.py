@@ -216,8 +216,14 @@ def _plan(order):
 # taken only while another Python thread is alive (_thread._count(): threads started besides the main one; no
 # other thread means no other caller), so a single-threaded training step pays one C call, not the lock.
 engine_lock = threading.RLock()
-# a fork while another thread computed must not leave the child's lock held by a thread that is not there
-os.register_at_fork(after_in_child=engine_lock._at_fork_reinit)
+
+
+def _after_fork_in_child():
+    # a fork while another thread computed must not leave the child's lock held by a thread that is not there
+    engine_lock._at_fork_reinit()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def realize(targets, place=None):
