@@ -25,7 +25,8 @@ from .autograd.backward_replay import try_replay
 from .autograd.engine import backward_leaves
 from .autograd.hooks import RemovableHandle
 from .graph._graph import bind
-from .graph.realize import realize
+from .graph._mutation import pending_readers
+from .graph.realize import engine_lock, other_threads, realize
 from .graph.tape import tracing
 from .kernels.cpu.kernels import np_view
 from .kernels.host import host_array
@@ -44,6 +45,22 @@ from .ops import shape as shape_ops
 from .ops import unary as unary_ops
 from .ops._movement import persistent_copy
 from .ops.creation import tensor
+
+
+class _NumpyExport:
+    """The base object of an array that .numpy() hands out. numpy makes it the base of every view taken from that
+    array too, so it lives exactly as long as some array the user holds can write the memory; meanwhile it counts
+    itself in the storage's numpy_refs (see Tensor._np_export)."""
+
+    __slots__ = ("__array_interface__", "st")
+
+    def __init__(self, st, arr):
+        self.st = st
+        self.__array_interface__ = arr.__array_interface__
+        st.numpy_refs += 1
+
+    def __del__(self):
+        self.st.numpy_refs -= 1
 
 
 class Tensor(TensorBase):
@@ -118,14 +135,28 @@ class Tensor(TensorBase):
             return arr.copy()
         return arr
 
+    def _np_export(self):
+        """_np_array for the user: numpy may write shared memory from now on, unseen by the graph, so the recorded
+        readers of the current values are computed now, and ops recorded on it while the array (or any view of
+        it) lives are computed at once (graph/_graph.record). Internal reads (item, tolist, printing) skip this."""
+        arr = self._np_array()
+        st = self._storage
+        if arr.base is not st:
+            return arr  # a copy (transient or device memory, or empty)
+        pending = pending_readers(st)
+        if pending:
+            realize(pending)
+        out = np.asarray(_NumpyExport(st, arr))
+        return out if out.dtype == arr.dtype else out.view(arr.dtype)  # (bfloat16's interface says V2)
+
     def numpy(self, *, force: builtins.bool = False) -> np.ndarray:
         """The values as a numpy array (sharing memory when the tensor is persistent, like torch)."""
         if self.requires_grad and not force:
             raise RuntimeError("can't call numpy() on a tensor that requires grad; use .detach().numpy()")
-        return self._np_array()
+        return self._np_export()
 
     def __array__(self, dtype: npt.DTypeLike | None = None, copy: builtins.bool | None = None) -> np.ndarray:
-        arr = self._np_array()
+        arr = self._np_export() if not copy else self._np_array()
         if dtype is not None:
             arr = arr.astype(dtype, copy=False)
         return arr.copy() if copy else arr
@@ -285,8 +316,13 @@ class Tensor(TensorBase):
         if gradient is None and not retain_graph and not create_graph and inputs is None:
             # the common case has no post-accumulate hook: no hook calls at all
             before = grad_hooks.grads_before() if grad_hooks.post_accumulate_hooks else None
-            if not try_replay(self):
-                backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
+            locked = other_threads() != 0 and engine_lock.acquire()  # (see graph/realize.engine_lock)
+            try:
+                if not try_replay(self):
+                    backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
+            finally:
+                if locked:
+                    engine_lock.release()
             if before is not None:
                 grad_hooks.fire(before)
             return

@@ -19,6 +19,7 @@ from .._core.grad_mode import (  # noqa: F401 (plast.autograd's names)
     set_grad_enabled,
 )
 from ..graph import tape
+from ..graph.realize import engine_lock
 from . import backward_replay, hooks
 from .engine import _finish, _run_backward
 from .engine import backward_leaves as _backward_leaves
@@ -40,12 +41,17 @@ def backward(
         and inputs is None
         and (grad_tensors is None or grad_tensors[0] is None)
         and tape._tape is None
-        and backward_replay.try_replay(tensors[0])  # a training loop's repeated backward
+        and _try_replay(tensors[0])  # a training loop's repeated backward
     ):
         hooks.fire(before)
         return
     _backward_leaves(tensors, grad_tensors, None, retain_graph, create_graph, inputs)
     hooks.fire(before)
+
+
+def _try_replay(root):
+    with engine_lock:  # (graph/realize.engine_lock: one thread computes at a time)
+        return backward_replay.try_replay(root)
 
 
 def grad(

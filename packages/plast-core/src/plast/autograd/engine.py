@@ -5,6 +5,7 @@ autograd/backward_replay.py records one such call to replay it on the next step.
 from .._core import grad_mode as autograd_state
 from .._core.grad_mode import _grad_mode
 from ..graph import tape
+from ..graph.realize import engine_lock
 from ..ops._movement import persistent_copy
 from ..ops.elementwise import add
 from ._backward import finish as _finish
@@ -13,15 +14,22 @@ from ._backward import place_gradients, run_backward
 
 def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None, checked=None):
     """Propagate gradients from `roots` (autograd/_backward.pyx). Returns ({id(tensor): [tensor, grad]}, nodes)."""
-    prev = autograd_state.grad_enabled
-    autograd_state.grad_enabled = create_graph  # backward rules record for double backward only if asked
+    prev = autograd_state.is_grad_enabled()
+    autograd_state._set(create_graph)  # backward rules record for double backward only if asked
     try:
-        return run_backward(roots, grad_roots, want, checked)
+        with engine_lock:
+            return run_backward(roots, grad_roots, want, checked)
     finally:
-        autograd_state.grad_enabled = prev
+        autograd_state._set(prev)
 
 
 def backward_leaves(tensors, grad_tensors, checked=None, retain_graph=None, create_graph=False, inputs=None):
+    """_backward_leaves with the engine lock held (graph/realize.engine_lock: one thread computes at a time)."""
+    with engine_lock:
+        return _backward_leaves(tensors, grad_tensors, checked, retain_graph, create_graph, inputs)
+
+
+def _backward_leaves(tensors, grad_tensors, checked=None, retain_graph=None, create_graph=False, inputs=None):
     """backward() the ordinary way: run the rules, realize the gradients, set ``.grad``. Returns the nodes
     visited (autograd/backward_replay.py records this call to replay it)."""
     if grad_tensors is None:

@@ -290,7 +290,7 @@ class Function:
         tensors = [a for a in args if isinstance(a, TensorBase)]
         ctx._arg_is_tensor = tuple(isinstance(a, TensorBase) for a in args)
         ctx.needs_input_grad = tuple(isinstance(a, TensorBase) and bool(a.requires_grad) for a in args)
-        if not (autograd_state.grad_enabled and any(t.requires_grad for t in tensors)):
+        if not (autograd_state.is_grad_enabled() and any(t.requires_grad for t in tensors)):
             return output
         single = not isinstance(output, tuple)
         outs = (output,) if single else output

@@ -17,10 +17,11 @@ from .._core import dtypes as _dtypes
 from .._core._dtype cimport dtype as DType
 from .._core._structs cimport Node, OpDef, TensorBase, alloc_tensor, env_zero, new_lazy, shape_numel
 from ..memory.arena cimport Storage
-from .._core._state cimport flag
+from .._core._state cimport grad_on
 from ..kernels.cpu import kernels as _cpu_kernels
 
 cdef dict _AG = autograd_state.__dict__
+cdef unsigned long _AG_OWNER = autograd_state._owner
 
 # plast.Tensor: the Python class defined in _tensor.py, which binds it here when it is imported (the class of
 # every tensor record() makes).
@@ -75,10 +76,11 @@ cpdef add_readers(object holder, object refs):
         holder.readers = rd
 
 
-cdef inline void _note_reader(object ref, TensorBase t) except *:
+cdef inline int _note_reader(object ref, TensorBase t) except -1:
     # On the input's memory when it has some, else on the tensor (moved to its memory when it is computed). An
     # in-place write first computes the pending readers, and an in-place rebinding points them at the old value
-    # (graph/inplace.py), so a recorded op never sees a later value.
+    # (graph/inplace.py), so a recorded op never sees a later value. Returns 1 when the memory is shared with
+    # numpy, whose writes no reader list sees: record() then computes the node at once.
     cdef object st = t._storage
     cdef object holder = st if st is not None else t
     cdef list rd
@@ -86,11 +88,14 @@ cdef inline void _note_reader(object ref, TensorBase t) except *:
         rd = (<Storage>st).readers
         if rd is not None and len(rd) < 64:
             rd.append(ref)
-            return
+            return (<Storage>st).numpy_refs != 0
+        add_readers(holder, (ref,))
+        return (<Storage>st).numpy_refs != 0
     elif st is None and t._readers is not None and len(t._readers) < 64:
         t._readers.append(ref)
-        return
+        return 0
     add_readers(holder, (ref,))
+    return 0
 
 
 # ---- 16-bit storage types ------------------------------------------------------------------------------------
@@ -190,9 +195,10 @@ cpdef list record(object op, object inputs, object args, object specs, object de
         refs.append(PyWeakref_NewRef(o, None))
     node.outputs = refs
     ref = PyWeakref_NewRef(node, None)
+    cdef int shared = 0
     for x in ins:
-        _note_reader(ref, <TensorBase?>x)
-    if flag(_AG, "grad_enabled") and (row.backward if row is not None else op.backward) is not None:
+        shared |= _note_reader(ref, <TensorBase?>x)
+    if grad_on(_AG, _AG_OWNER) and (row.backward if row is not None else op.backward) is not None:
         for x in ins:
             t = <TensorBase>x
             if t.requires_grad:
@@ -223,4 +229,10 @@ cpdef list record(object op, object inputs, object args, object specs, object de
             if not node.needs_grad:
                 o._node = None
                 node.inputs = ()
+    elif shared:
+        # NOTE: an input's memory is shared with numpy, which may write it before a lazy node runs (torch
+        # computes at once): compute now. Later ops on the result stay lazy, its memory is plast's own.
+        # (Through plast.Tensor's method: graph/realize.py sits above this module.)
+        for o in outs:
+            o._realized()
     return outs

@@ -22,9 +22,10 @@ from ..memory.arena cimport Storage, check_storage
 from .._core import grad_mode as autograd_state
 from . import tape
 from .realize import realize
-from .._core._state cimport flag, is_set
+from .._core._state cimport grad_on, is_set
 
 cdef dict _AG = autograd_state.__dict__, _TAPE = tape.__dict__
+cdef unsigned long _AG_OWNER = autograd_state._owner
 
 
 cpdef list pending_readers(storage):
@@ -112,7 +113,7 @@ def apply_mutation(op, list inputs, args, list mutated):
                     f"{op.name}: {t.dtype} tensors are not updated in place yet; keep parameters and optimizer "
                     f"state float32 (plast.autocast computes in {t.dtype} and keeps them float32)"
                 )
-    if flag(_AG, "grad_enabled"):
+    if grad_on(_AG, _AG_OWNER):
         for i in mutated:
             if (<TensorBase?>inputs[i]).requires_grad:
                 raise RuntimeError(

@@ -87,7 +87,7 @@ def _check_overlap(t, opname):
 
 
 def _check_leaf(t, opname):
-    if not autograd_state.grad_enabled:
+    if not autograd_state.is_grad_enabled():
         return
     if t.requires_grad and t.is_leaf:
         raise RuntimeError(
@@ -161,7 +161,7 @@ def apply_inplace(t, fn, opname):
     _check_overlap(t, opname)
     # A view made while grad was on (it has a grad_fn) and written under no_grad writes its base's memory, as in
     # torch: rebinding it to the new value would leave the base unchanged.
-    through = t.grad_fn is not None and not autograd_state.grad_enabled and view_base(t) is not None
+    through = t.grad_fn is not None and not autograd_state.is_grad_enabled() and view_base(t) is not None
     if (t.grad_fn is None or through) and t._storage is None:
         # Outside any graph an in-place op writes memory (views of t must see it): give t its memory first.
         realize([t])
@@ -180,7 +180,7 @@ def apply_inplace(t, fn, opname):
     if new.dtype is not t.dtype:
         _undo_alias(t, old)
         raise TypeError(f"{opname}: internal error: the new value is {new.dtype}, the tensor {t.dtype}")
-    if new.requires_grad and not autograd_state.grad_enabled and new is not old:
+    if new.requires_grad and not autograd_state.is_grad_enabled() and new is not old:
         # fn handed back a tensor that requires grad unchanged (``p.copy_(q)`` from a parameter q: its cast and
         # expand are no-ops) under no_grad: t takes its values, as in torch, not its memory (rebinding made p an
         # alias of q that later updates of either changed both)

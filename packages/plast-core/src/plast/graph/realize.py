@@ -6,6 +6,8 @@ and executed, not what a kernel sees.
 
 import contextlib
 import os
+import threading
+from _thread import _count as other_threads
 
 from ..kernels.host import host_array
 from ..memory import arenas as _arenas
@@ -209,26 +211,46 @@ def _plan(order):
     return groups, covered, plan
 
 
+# NOTE: one thread at a time computes: the scheduler's plan cache, the planner and backward replays keep state
+# between calls that two threads computing at once would tear (autograd's backward holds it too). The lock is
+# taken only while another Python thread is alive (_thread._count(): threads started besides the main one; no
+# other thread means no other caller), so a single-threaded training step pays one C call, not the lock.
+engine_lock = threading.RLock()
+
+
+def _after_fork_in_child():
+    # a fork while another thread computed must not leave the child's lock held by a thread that is not there
+    engine_lock._at_fork_reinit()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def realize(targets, place=None):
     """Compute every tensor in `targets` (and what they need) that has no value yet. `place` ({(id(node),
     output): storage}) names memory some outputs must be written to (gradients straight into persistent
     memory, autograd/_backward.place_gradients)."""
-    order = schedule(targets)
-    if not order:
+    locked = other_threads() != 0 and engine_lock.acquire()
+    try:
+        order = schedule(targets)
+        if not order:
+            return targets
+        _STATS["realizes"] += 1
+        _STATS["nodes"] += len(order)
+        groups, covered, slots = {}, (), place or None
+        if len(order) > 1:
+            groups, covered, plan = _plan(order)
+            if plan.layout and not tape.tracing():
+                block = _arenas.transient(order[0].device.type).new(plan.block_bytes)
+                slots = planned_slots(order, plan.slots(order), block, place)
+                block = None
+        n_groups, n_fused = execute(order, groups, covered, slots, _check_nan)
+        if _FIRED is not None and groups:
+            _FIRED.extend(groups[id(n)].rule.name for n in order if id(n) in groups)
+        if n_groups:
+            _STATS["fused_groups"] += n_groups
+            _STATS["fused_nodes"] += n_fused
         return targets
-    _STATS["realizes"] += 1
-    _STATS["nodes"] += len(order)
-    groups, covered, slots = {}, (), place or None
-    if len(order) > 1:
-        groups, covered, plan = _plan(order)
-        if plan.layout and not tape.tracing():
-            block = _arenas.transient(order[0].device.type).new(plan.block_bytes)
-            slots = planned_slots(order, plan.slots(order), block, place)
-            block = None
-    n_groups, n_fused = execute(order, groups, covered, slots, _check_nan)
-    if _FIRED is not None and groups:
-        _FIRED.extend(groups[id(n)].rule.name for n in order if id(n) in groups)
-    if n_groups:
-        _STATS["fused_groups"] += n_groups
-        _STATS["fused_nodes"] += n_fused
-    return targets
+    finally:
+        if locked:
+            engine_lock.release()

@@ -77,7 +77,7 @@ def _composite_grads(q, k, v, g, g_lse, scale, causal, key_mask=None):
 def _flash_bw(node, g, g_lse=None):
     q, k, v = node.inputs
     scale, causal = node.args
-    if autograd_state.grad_enabled or g is None or g_lse is not None:
+    if autograd_state.is_grad_enabled() or g is None or g_lse is not None:
         return _composite_grads(q, k, v, g, g_lse, scale, causal)
     out, lse = _saved(node)
     specs = [(q.shape, q.dtype), (k.shape, k.dtype), (v.shape, v.dtype)]

@@ -72,7 +72,7 @@ def to_device(x: TensorBase, device: DeviceLike) -> TensorBase:
     _check_device(x.device)
     _dtypes.check_16bit_device(x.dtype, dev, "to_device")
     x._realized()
-    if (x.requires_grad and autograd_state.grad_enabled) or tracing():
+    if (x.requires_grad and autograd_state.is_grad_enabled()) or tracing():
         # an op: autograd sends the gradient back, and a jit plan replays the copy
         out = record(TO_DEVICE, (x,), (str(x.device),), [(tuple(x.shape), x.dtype)], dev)[0]
         out._realized()

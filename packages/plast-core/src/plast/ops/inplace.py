@@ -100,7 +100,7 @@ def _copy_across(t, src):
             f"copy_: src of shape {tuple(src.shape)} can't be broadcast to the destination's shape "
             f"{tuple(t.shape)}"
         )
-    if not (src.requires_grad and autograd_state.grad_enabled):
+    if not (src.requires_grad and autograd_state.is_grad_enabled()):
         if write_inplace(t, lambda dst: _write_across(dst, src), "copy_") is not None:
             return t
     # the cast runs on the CPU side: before the transfer to a GPU, after the transfer from one

@@ -19,7 +19,7 @@ CAST = adopt(_graph.CAST)
 def clone(x: TensorBase) -> TensorBase:
     """A copy of x. Outside a graph (``t.detach().clone()``) the copy is made now, in persistent memory, so it
     survives reset_transient_arenas() (DESIGN §3); inside a graph it is an op like any other."""
-    if x.requires_grad and autograd_state.grad_enabled:
+    if x.requires_grad and autograd_state.is_grad_enabled():
         return record(COPY, (x,), (), [(x.shape, x.dtype)], x.device)[0]
     x._realized()
     return _movement.persistent_copy(x)

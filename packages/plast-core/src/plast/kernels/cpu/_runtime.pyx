@@ -6,9 +6,16 @@ another (tests use it to check every path). The levels form one order; the two a
 arithmetic (vdpbf16ps, then AMX tiles) and change only the 16-bit GEMM: every other kernel runs its AVX-512 code
 there, so ``VECTOR_NAMES`` lists the paths those kernels tell apart. Threads default to the number of usable cores (affinity and cgroup quota aware) and
 follow ``OMP_NUM_THREADS`` and ``plast.set_num_threads``.
+
+After ``os.fork()`` (``multiprocessing``'s default start method on Linux) the child runs every kernel on one
+thread: GNU libgomp's thread team is not fork-safe (the child inherits a pool whose threads do not exist, and the
+next parallel region waits on them forever), so a pthread_atfork child handler sets the thread count to 1, and
+``set_num_threads`` in such a child keeps it at 1 with a RuntimeWarning. A child started with ``spawn`` or
+``forkserver`` is a fresh process and uses threads as usual.
 """
 
 import os
+import warnings
 
 cdef extern from "plast_simd.h":
     int PLAST_SIMD_SCALAR
@@ -33,6 +40,21 @@ assert SIMD_NAMES.index("amx") == PLAST_SIMD_AMX and SIMD_NAMES.index("avx512_bf
 cdef int _simd = PLAST_SIMD_SCALAR
 cdef int _simd_max = PLAST_SIMD_SCALAR
 cdef int _threads = 1
+# Set in a forked child whose parent may have started an OpenMP team (it had more than one thread configured):
+# such a child must never enter a parallel region, see the module docstring.
+cdef int _forked_team = 0
+
+cdef extern from "<pthread.h>" nogil:
+    int pthread_atfork(void (*prepare)() noexcept nogil, void (*parent)() noexcept nogil,
+                       void (*child)() noexcept nogil)
+
+
+cdef void _atfork_child() noexcept nogil:
+    # NOTE: runs in the child right after fork(), before any Python code; only plain stores are safe here.
+    global _threads, _forked_team
+    if _threads > 1 or _forked_team:
+        _forked_team = 1
+    _threads = 1
 
 
 cdef int simd_level() noexcept nogil:
@@ -121,6 +143,16 @@ def set_num_threads(n):
     if not PLAST_HAVE_OPENMP:
         _threads = 1
         return
+    if _forked_team and n > 1:
+        warnings.warn(
+            "plast runs CPU kernels on one thread in a process forked after its OpenMP threads may have started "
+            "(GNU OpenMP is not fork-safe: a parallel region would hang); use the 'spawn' or 'forkserver' "
+            "start method to get threads in the child",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        _threads = 1
+        return
     _threads = min(n, usable_cores())
 
 
@@ -137,6 +169,8 @@ def _init():
     except ValueError:
         want = usable_cores()
     set_num_threads(max(1, want))
+    if pthread_atfork(NULL, NULL, _atfork_child) != 0:
+        raise RuntimeError("plast: pthread_atfork failed; forking after CPU kernels ran could hang")
 
 
 _init()
