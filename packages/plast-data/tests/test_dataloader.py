@@ -515,5 +515,7 @@ def test_fork_workers_run_a_script_without_a_main_guard(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok True"
-    assert "must stay on one" in out.stderr  # the worker_init_fn's 4 threads were refused
+    # the worker_init_fn's 4 threads were refused, with a warning saying why: plast-core's (a forked child stays
+    # on one thread, kernels/cpu/_runtime.pyx), or the worker's own where a core without it lets them through
+    assert "a parallel region would hang" in out.stderr or "must stay on one" in out.stderr, out.stderr
     assert time.monotonic() - t0 < 60
