@@ -95,7 +95,21 @@ def test_ops_are_eager_only_while_numpy_shares_the_memory():
     assert t.numpy().sum() == 4  # a temporary array leaves nothing behind either
     assert not (t * 2).is_realized
     a = np.ones(3, np.float32)
-    assert (plast.from_numpy(a) + 1).is_realized
+    p = plast.from_numpy(a)
+    assert (p + 1).is_realized  # the caller still holds `a`
+    w = a[1:]
+    del a
+    assert (p + 1).is_realized  # a view of it can write the memory too
+    del w
+    assert not (p + 1).is_realized  # plast holds the array alone: lazy again
+    q = plast.from_numpy(np.ones(3, np.float32))  # a collated batch: nobody else ever held the array
+    assert not (q * 2).is_realized
+    v = q.numpy()
+    assert (q * 2).is_realized
+    v[:] = 5
+    y = q * 2
+    del v
+    assert y.tolist() == [10.0, 10.0, 10.0]
 
 
 def test_bfloat16_numpy_export_keeps_dtype_and_shares():

@@ -76,6 +76,17 @@ cpdef add_readers(object holder, object refs):
         holder.readers = rd
 
 
+cdef extern from "Python.h":
+    # on a borrowed PyObject *: Cython's Py_REFCNT(obj.attr) counts the reference of its own temporary too
+    Py_ssize_t _refcount "Py_REFCNT"(PyObject *o) noexcept
+
+
+cdef inline bint _numpy_shared(Storage st):
+    """numpy arrays the user holds can write this memory: exported ones (.numpy()), or the array from_numpy
+    borrowed while anything besides this storage references it (the caller's name, a view's base)."""
+    return st.numpy_refs != 0 or (st.numpy_owner and _refcount(<PyObject *>st.owner) > 1)
+
+
 cdef inline int _note_reader(object ref, TensorBase t) except -1:
     # On the input's memory when it has some, else on the tensor (moved to its memory when it is computed). An
     # in-place write first computes the pending readers, and an in-place rebinding points them at the old value
@@ -88,9 +99,9 @@ cdef inline int _note_reader(object ref, TensorBase t) except -1:
         rd = (<Storage>st).readers
         if rd is not None and len(rd) < 64:
             rd.append(ref)
-            return (<Storage>st).numpy_refs != 0
+            return _numpy_shared(<Storage>st)
         add_readers(holder, (ref,))
-        return (<Storage>st).numpy_refs != 0
+        return _numpy_shared(<Storage>st)
     elif st is None and t._readers is not None and len(t._readers) < 64:
         t._readers.append(ref)
         return 0

@@ -30,10 +30,13 @@ cdef class Storage:
     cdef public Py_ssize_t version         # bumped by every in-place write; autograd checks saved inputs against it
     cdef Py_ssize_t _exports
     # Nonzero while numpy shares this memory with the user: arrays from .numpy()/__array__ are alive (each
-    # export's base object counts itself here while any array or view of it lives: _tensor._NumpyExport), or
-    # from_numpy borrowed it (1 for good). numpy writes are invisible to the graph, so ops recorded on such memory
+    # export's base object counts itself here while any array or view of it lives: _tensor._NumpyExport). numpy writes are invisible to the graph, so ops recorded on such memory
     # are computed at once (graph/_graph.record), reading the values the user sees at that moment, as in torch.
     cdef public Py_ssize_t numpy_refs
+    # from_numpy borrowed an array (`owner`): numpy shares the memory while anyone but this storage holds that
+    # array or a view of it (its reference count says so), so a batch collated into a fresh array and handed
+    # over stays lazy and fusible (graph/_graph._numpy_shared)
+    cdef public bint numpy_owner
     # scratch of a backward replay's scan: the scan that last met this memory, the index of the first graph
     # input in it and that input's offset (autograd/_backward_replay.scan)
     cdef unsigned long long _mark

@@ -209,7 +209,9 @@ def from_numpy(arr: np.ndarray) -> TensorBase:
             "from_numpy needs native byte order; convert with a.astype(a.dtype.newbyteorder('='))"
         )
     st = borrow(arr, arr.__array_interface__["data"][0], arr.nbytes)
-    st.numpy_refs = 1  # numpy writes to `arr` are invisible to the graph: ops on it compute at once
+    # numpy writes to `arr` are invisible to the graph: while the caller (or a view) still holds it, ops on it
+    # compute at once (graph/_graph._numpy_shared)
+    st.numpy_owner = True
     return tensor_class()._from_storage(st, arr.shape, dt)
 
 
