@@ -12,8 +12,8 @@ import plast
 import plast.ops
 
 # op-layer modules that are no op family: the table, the shared factories, the generator, fusion's rules,
-# autocast's lists
-NOT_FAMILIES = {"registry", "factory", "creation", "random", "fusion_rules", "autocast"}
+# autocast's lists, how in-place writes reach a view's base
+NOT_FAMILIES = {"registry", "factory", "creation", "random", "fusion_rules", "autocast", "view_writes"}
 
 
 def _families():

@@ -5,7 +5,10 @@ An in-place op computes the new value out of place from an alias of the old one,
   written in its own memory, so views of it see the change and parameters keep their persistent storage. The
   storage's version goes up; autograd refuses to use a saved input whose version moved (as torch does).
 * Otherwise (the tensor is part of a graph, or the new value requires grad) the tensor object is rebound to the
-  new node, and the old value stays what the graph saved — so backward stays correct.
+  new node, and the old value stays what the graph saved — so backward stays correct. Memory is not shared then,
+  so the write is carried to where torch's shared memory would carry it: a view's base is rebound to its old
+  value with the view's window replaced (torch's CopySlices), and every live view of a rebound tensor is taken
+  again of the new value (the op layer says how, per view row: ops/view_writes.py).
 """
 
 import weakref
@@ -154,9 +157,10 @@ def _write_window(t, old, new):
     return True
 
 
-def apply_inplace(t, fn, opname):
+def apply_inplace(t, fn, opname, views=None):
     """Make `t` hold ``fn(old value of t)`` and return t. `fn` returns a value of t's dtype (the op layer casts:
-    ops/inplace.py's apply_inplace)."""
+    ops/inplace.py's apply_inplace). `views` (ops/view_writes.py) says how a write reaches a view's base and
+    how views are taken again; without it, a rebound t's views and base keep their old values."""
     _check_leaf(t, opname)
     _check_overlap(t, opname)
     # A view made while grad was on (it has a grad_fn) and written under no_grad writes its base's memory, as in
@@ -201,14 +205,70 @@ def apply_inplace(t, fn, opname):
 
         tape.note_copy(t, new, opname)
         t._storage.version += 1
+    elif views is None:
+        _rebind(t, new, old)
     else:
-        # Rebind: t now is the output of new's node; every node recorded before reads `old`, the value it saw.
-        _repoint_readers(t, old)
-        t._node, t._index = new._node, new._index
-        t._storage, t._strides, t._offset = new._storage, new._strides, new._offset
-        t._npcache = None
-        t.requires_grad = new.requires_grad
-        if new._node is not None:
-            new._node.outputs[new._index] = weakref.ref(t)
+        chain = _view_chain(t)
+        if chain:
+            # t is a view: its base takes the new window, and t (with every other view of the base) is the
+            # base's new value viewed again
+            base_new, mask = new, None
+            for n in chain:
+                base_new, mask = views.unview(n, n.inputs[0], base_new, mask)
+            _rebind_with_views(chain[-1].inputs[0], base_new, views, None, {id(old): (t, old)})
+        else:
+            _rebind_with_views(t, new, views, old, {})
     t._version += 1
     return t
+
+
+def _rebind(t, new, old):
+    """t now is the output of new's node; every node recorded before reads `old`, the value it saw."""
+    _repoint_readers(t, old)
+    t._node, t._index = new._node, new._index
+    t._storage, t._strides, t._offset = new._storage, new._strides, new._offset
+    t._npcache = None
+    t.requires_grad = new.requires_grad
+    if new._node is not None:
+        new._node.outputs[new._index] = weakref.ref(t)
+
+
+def _view_chain(t):
+    """The view nodes from t up to the tensor whose memory t shows (t's own node first); empty when t is no
+    view."""
+    chain = []
+    n = t._node
+    while n is not None and n.op.view and n.inputs:
+        chain.append(n)
+        n = n.inputs[0]._node
+    return chain
+
+
+def _live_views(x):
+    """(node, view) for each view of x recorded so far whose tensor is still alive."""
+    found = []
+    lists = [x._readers]
+    if x._storage is not None:
+        lists.append(x._storage.readers)
+    for rd in lists:
+        for r in rd or ():
+            n = r()
+            if n is None or not n.op.view or not n.inputs or n.inputs[0] is not x or not n.outputs:
+                continue
+            v = n.outputs[0]()
+            if v is not None and all(v is not f for _, f in found):
+                found.append((n, v))
+    return found
+
+
+def _rebind_with_views(x, new, views, old, stand_ins):
+    """Rebind x to `new` (`old`: x's old value as a separate tensor, made here when None), then take each live
+    view of x again of x's new value, and so on down. `stand_ins` maps the alias the in-place op made of the
+    written view (the view node's output now) to (that view, the alias)."""
+    kids = _live_views(x)
+    if old is None:
+        old = _alias(x)
+    _rebind(x, new, old)
+    for n, v in kids:
+        v, v_old = stand_ins.get(id(v), (v, None))
+        _rebind_with_views(v, views.redo(n, x, tuple(v._shape)), views, v_old, stand_ins)

@@ -16,7 +16,7 @@ from ..graph import inplace as _engine
 from ..graph.inplace import write_inplace
 from ..kernels.cpu.kernels import np_view
 from ..kernels.host import host_array, write_host
-from . import movement, random
+from . import movement, random, view_writes
 from .creation import _fill_random_cuda, empty
 from .device import to_device
 from .elementwise import add, div, mul, sub
@@ -28,7 +28,7 @@ from .pointwise import pow as _pow
 def apply_inplace(t, fn, opname):
     """Make `t` hold ``fn(old value of t)``, cast to t's dtype (``x += 0.5`` on an int tensor stays int, as in
     torch), and return t (the mechanism: graph/inplace.py)."""
-    return _engine.apply_inplace(t, lambda old: movement.cast(fn(old), t.dtype), opname)
+    return _engine.apply_inplace(t, lambda old: movement.cast(fn(old), t.dtype), opname, view_writes)
 
 
 def add_(t: TensorBase, other: TensorOrNumber, *, alpha: Number = 1) -> TensorBase:
