@@ -197,8 +197,9 @@ def tests(session: nox.Session, dist: str) -> None:
         extra.append(TORCH)  # the DataLoader, dataset and sampler oracles (torch.utils.data)
     if dist == "experiment":
         extra.append(SAFETENSORS)  # tests/tooling/tiny_bert.py writes its model with the package
-    if dist in {"core", "nn"}:
-        extra += mpi_extra()  # plast.distributed's tests start 2 ranks with the mpich wheel's mpiexec
+    if dist in {"core", "nn", "experiment"}:
+        # plast.distributed's tests, and plast train --nproc's, start 2 ranks with the mpich wheel's mpiexec
+        extra += mpi_extra()
     if dist == "nn":
         extra.append(SENTENCE_TRANSFORMERS)  # BertModel's and SentenceEncoder's oracles (torch: pinned above)
     if dist == "data":

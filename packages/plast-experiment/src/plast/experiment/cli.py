@@ -1,6 +1,7 @@
 """The ``plast`` command.
 
     plast train [CONFIG.yaml] [section.key=value ...] [--show] [--quiet] [--resume RUN_DIR]
+                [--nproc N [--strategy ddp|diloco] [--inner-steps H] [--hostfile FILE]]
     plast sample RUN_DIR|CHECKPOINT_DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K]
     plast runs [--db PATH]
     plast plot RUN [RUN ...] [--out PNG] [--metric NAME ...]
@@ -45,6 +46,9 @@ def _cmd_train(args) -> int:
     from plast.experiment.trainer import CONFIG_FILE, Trainer, sample_text
 
     path, overrides = _split_train_args(args.items)
+    for flag, key in (("nproc", "nproc"), ("strategy", "strategy"), ("inner_steps", "inner_steps")):
+        if getattr(args, flag) is not None:
+            overrides.append(f"train.{key}={getattr(args, flag)}")
     try:
         if args.resume:
             run_dir = Path(args.resume)
@@ -62,6 +66,8 @@ def _cmd_train(args) -> int:
     if args.show:
         print(dump_config(cfg), end="")
         return 0
+    if cfg.train.nproc > 1 and RANK_ENV not in os.environ:
+        return _launch_ranks(args, cfg.train.nproc)
     import plast
     from plast.errors import CheckpointError
     from plast.experiment.runlock import RunLockedError
@@ -73,6 +79,8 @@ def _cmd_train(args) -> int:
     except (ConfigError, RunLockedError, DatabaseLockedError, CheckpointError, OSError) as e:
         print(f"plast train: {e}", file=sys.stderr)
         return 2
+    if not trainer.is_main:  # rank 0 reports, and samples
+        return 130 if result.status == "interrupted" else 0
     say = (lambda *a: None) if args.quiet else print
     val = "n/a" if result.val_loss is None else f"{result.val_loss:.4f}"
     say(
@@ -212,6 +220,26 @@ def _cmd_export(args) -> int:
     return 0
 
 
+RANK_ENV = "PLAST_TRAIN_RANKS"  # set in the ranks plast train --nproc starts: they train instead of launching
+
+
+def _launch_ranks(args, nproc: int) -> int:
+    """Start `nproc` ranks of this same command with mpiexec (plast.distributed.run: a rank that dies is named,
+    a rank that hangs makes the others fail within the timeout), and return their exit code."""
+    from plast.distributed import run
+
+    # the ranks run what this process runs: `python -m X` again, else the script (the `plast` entry point)
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    module = spec is not None and bool(spec.name)
+    target = spec.name if module else sys.argv[0]
+    try:
+        cmd = run.command(nproc, [target, *args.argv], args.hostfile, module=module)
+    except FileNotFoundError as e:
+        print(f"plast train: --nproc {nproc}: {e}", file=sys.stderr)
+        return 2
+    return run.launch(cmd, dict(run.environment(nproc), **{RANK_ENV: str(nproc)}))
+
+
 def _cmd_show_config(args) -> int:
     import plast
 
@@ -240,6 +268,16 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint"
     )
+    t.add_argument(
+        "--nproc", type=int, metavar="N", help="train with N ranks on this machine (mpiexec; train.nproc)"
+    )
+    t.add_argument(
+        "--strategy",
+        choices=("ddp", "diloco"),
+        help="ddp: average gradients every step; diloco: average every --inner-steps steps (train.strategy)",
+    )
+    t.add_argument("--inner-steps", type=int, metavar="H", help="DiLoCo's local steps (train.inner_steps)")
+    t.add_argument("--hostfile", metavar="FILE", help="mpiexec host file, for ranks on several machines")
     t.set_defaults(fn=_cmd_train)
 
     s = sub.add_parser("sample", help="generate text from a run or checkpoint directory")
@@ -285,7 +323,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
+    args.argv = argv  # plast train --nproc starts its ranks with the same arguments
     from plast.experiment.tracker import DatabaseLockedError
 
     try:

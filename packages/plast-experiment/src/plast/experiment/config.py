@@ -98,6 +98,13 @@ class TrainConfig:
     # fp32; bf16 (plast.autocast: products in bfloat16, parameters float32); fp16 (autocast in float16 with a
     # GradScaler, which needs train.jit=false for now)
     precision: str = "fp32"
+    # ranks training together (plast train --nproc N starts them with mpiexec). batch_size stays the batch of one
+    # optimizer step: each rank computes batch_size / nproc of its rows.
+    nproc: int = 1
+    # ddp: gradients averaged every step (DistributedDataParallel); diloco: each rank takes inner_steps AdamW
+    # steps alone, then the pseudo-gradients are averaged (plast.optim.DiLoCo)
+    strategy: str = "ddp"
+    inner_steps: int = 50
     sample_tokens: int = 200
     sample_prompt: str = "The "
     sample_temperature: float = 0.8
@@ -300,6 +307,14 @@ def _check(cfg: Config) -> None:
     need(
         t.precision != "fp16" or not t.jit,
         "train.precision=fp16 needs train.jit=false: GradScaler's skipped steps are not yet part of a jitted step",
+    )
+    at_least("train", "nproc", 1)
+    at_least("train", "inner_steps", 1)
+    need(t.strategy in ("ddp", "diloco"), f"train.strategy must be ddp or diloco, got {t.strategy!r}")
+    need(
+        t.batch_size % t.nproc == 0,
+        f"train.batch_size={t.batch_size} must be a multiple of train.nproc={t.nproc}: each rank computes "
+        "an equal share of every batch",
     )
     at_least("train", "sample_tokens", 0)
     finite("train", "sample_temperature")

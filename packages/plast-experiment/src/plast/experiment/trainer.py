@@ -13,6 +13,7 @@ second Ctrl-C stops at once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -187,6 +188,59 @@ def _to_builtin(obj):
     return obj
 
 
+# ---- several ranks --------------------------------------------------------------------------------------------
+
+
+class _Ranks:
+    """The ranks of a run with ``train.nproc > 1`` (started by ``plast train --nproc N``). Every rank draws the
+    same batches (one generator, one loader state, so a run resumes with any number of ranks) and computes its
+    own contiguous share of each; rank 0 alone writes the run directory, the run database and the checkpoints.
+    Decisions that end the loop (a Ctrl-C, a non-finite loss, early stopping) are taken on values every rank
+    agrees on, so no rank leaves the others waiting in a collective."""
+
+    def __init__(self, nproc: int):
+        import plast.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group("mpi")
+        self.dist = dist
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        if self.size != nproc:
+            raise ConfigError(
+                f"train.nproc={nproc}, but {self.size} ranks were started; start them with plast train --nproc N"
+            )
+
+    def share(self, rows: int) -> slice:
+        n = rows // self.size
+        return slice(self.rank * n, (self.rank + 1) * n)
+
+    def mean(self, *values: float) -> list[float]:
+        """The mean over the ranks of each value (one allreduce of float64 numbers)."""
+        t = plast.tensor(np.asarray(values, dtype=np.float64))
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.AVG)
+        return t.tolist()
+
+    def text_from_main(self, text: str | None) -> str:
+        """Rank 0's `text` on every rank."""
+        n = plast.tensor([len(text.encode()) if self.rank == 0 else 0], dtype=plast.int64)
+        self.dist.broadcast(n, src=0)
+        raw = (
+            np.frombuffer(text.encode(), dtype=np.uint8)
+            if self.rank == 0
+            else np.zeros(int(n.item()), np.uint8)
+        )
+        buf = plast.tensor(raw.astype(np.int32))
+        self.dist.broadcast(buf, src=0)
+        return bytes(np.asarray(buf.numpy(), dtype=np.uint8)).decode()
+
+
+class _NoTracker:
+    """The run database of a rank other than 0: it records nothing (rank 0 records the run)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
 # ---- the trainer ----------------------------------------------------------------------------------------------
 
 
@@ -278,6 +332,16 @@ class Trainer:
 
     # ---- setup ----
     def _setup_run(self):
+        if self.ranks is None:
+            return self._setup_run_main()
+        if self.ranks.rank == 0:
+            self._setup_run_main()
+            self.ranks.text_from_main(json.dumps([str(self.run_dir), self.run_id]))
+            return
+        run_dir, self.run_id = json.loads(self.ranks.text_from_main(None))
+        self.run_dir, self.tracker = Path(run_dir), _NoTracker()
+
+    def _setup_run_main(self):
         cfg = self.cfg
         if self.resume_dir is not None:
             self.run_dir = self.resume_dir
@@ -317,22 +381,35 @@ class Trainer:
             plast.set_num_threads(t.num_threads)
         plast.manual_seed(t.seed)
         tok_path = self.run_dir / TOKENIZER_FILE
+        if self.ranks is not None and self.ranks.rank != 0:
+            self.ranks.dist.barrier()  # rank 0 trains the tokenizer and writes it to the run directory first
         self.data = prepare_data(
             cfg.data,
             cache_dir=Path(cfg.run.dir) / "cache",
             tokenizer_path=tok_path if tok_path.exists() else None,
             log=self._say,
         )
-        if not tok_path.exists():
+        if self.is_main and not tok_path.exists():
             self.data.tokenizer.save(tok_path)
             self.tracker.log_artifact(self.run_id, "tokenizer", tok_path, "tokenizer")
+        if self.ranks is not None and self.ranks.rank == 0:
+            self.ranks.dist.barrier()
         self.vocab_size = self.data.tokenizer.vocab_size
         self.model = build_model(cfg.model, self.vocab_size)
-        self.optimizer = _make_optimizer(self.model, cfg.optim)
+        self.optimizer = inner = _make_optimizer(self.model, cfg.optim)
+        self.step_model = self.model  # what a training step calls: the model, or its DDP wrapper
+        if self.ranks is not None and t.strategy == "ddp":
+            self.step_model = plast.nn.parallel.DistributedDataParallel(self.model)
+        elif self.ranks is not None:
+            self.optimizer = plast.optim.DiLoCo(
+                [p for g in self.optimizer.param_groups for p in g["params"]],
+                self.optimizer,
+                inner_steps=t.inner_steps,
+            )
         # loss scaling for fp16 only; disabled, it passes losses and steps through
         self.scaler = plast.amp.GradScaler("cpu", enabled=cfg.train.precision == "fp16")
-        self.scheduler = plast.optim.lr_scheduler.LambdaLR(
-            self.optimizer, WarmupCosine(cfg.optim.warmup_steps, t.max_steps, cfg.optim.min_lr / cfg.optim.lr)
+        self.scheduler = plast.optim.lr_scheduler.LambdaLR(  # DiLoCo: the inner optimizer's learning rate
+            inner, WarmupCosine(cfg.optim.warmup_steps, t.max_steps, cfg.optim.min_lr / cfg.optim.lr)
         )
         # data: shuffled training windows from a generator of their own; a fixed set of validation windows
         from plast.data import DataLoader, TokenWindows
@@ -374,8 +451,11 @@ class Trainer:
         self._build_steps()
 
     def _build_steps(self):
-        model, opt, cfg = self.model, self.optimizer, self.cfg
+        model, opt, cfg = self.step_model, self.optimizer, self.cfg
         accum, bsz, clip = cfg.train.grad_accum, cfg.train.batch_size, cfg.optim.grad_clip
+        ddp = model is not self.model
+        if self.ranks is not None:
+            bsz //= self.ranks.size  # this rank's rows of each micro-batch
         from plast.nn.utils import clip_grad_norm_
 
         params = [p for p in model.parameters() if p.requires_grad]
@@ -390,9 +470,11 @@ class Trainer:
             opt.zero_grad(set_to_none=True)
             total = None
             for i in range(accum):
-                with region():
-                    _, loss = model(x[i * bsz : (i + 1) * bsz], y[i * bsz : (i + 1) * bsz])
-                scaler.scale(loss / accum).backward()
+                # DDP averages the gradients once, after the last micro-batch's backward
+                with model.no_sync() if ddp and i < accum - 1 else contextlib.nullcontext():
+                    with region():
+                        _, loss = model(x[i * bsz : (i + 1) * bsz], y[i * bsz : (i + 1) * bsz])
+                    scaler.scale(loss / accum).backward()
                 total = loss.detach() if total is None else total + loss.detach()
             scaler.unscale_(opt)  # clip the true gradients
             norm = clip_grad_norm_(params, clip) if clip > 0 else None
@@ -402,10 +484,12 @@ class Trainer:
 
         def eval_step(x, y):
             with region():
-                _, loss = model(x, y)
+                _, loss = self.model(x, y)
             return loss
 
-        if cfg.train.jit:
+        # NOTE: several ranks step eagerly: DDP's allreduces and DiLoCo's outer step are not yet steps a jit
+        # plan can replay (plast.nn.parallel, plast.optim.DiLoCo)
+        if cfg.train.jit and self.ranks is None:
             train_step, eval_step = plast.jit(train_step), plast.jit(eval_step)
         self._train_step, self._eval_step = train_step, eval_step
 
@@ -444,6 +528,9 @@ class Trainer:
         self.tokens, self.seconds = int(tr["tokens"]), float(tr["seconds"])
 
     def save_checkpoint(self, metrics: dict | None = None):
+        if not self.is_main:  # rank 0 writes the checkpoints (DDP: every rank holds the same state)
+            self._last_ckpt_step = self.step
+            return None
         tok_path = self.run_dir / TOKENIZER_FILE
         ck = self.checkpointer.save(
             self.step,
@@ -456,6 +543,14 @@ class Trainer:
         self.last_checkpoint = ck.path
         return ck
 
+    def _seed_rank(self) -> None:
+        """Ranks after 0 draw their own random numbers (dropout masks) once the model is built: the same stream
+        as rank 0's would give every rank's rows of a batch the same masks. NOTE: a checkpoint keeps rank 0's
+        stream, so a resumed run re-seeds the others here, from the step: with dropout, a resumed multi-rank run
+        is not bit-identical to an uninterrupted one (rank 0's share is)."""
+        if self.ranks is not None and self.ranks.rank > 0:
+            plast.manual_seed((self.cfg.train.seed + 1_000_003 * self.ranks.rank + self.step) % 2**63)
+
     # ---- evaluation ----
     def evaluate(self) -> float | None:
         if not self.val_batches:
@@ -467,7 +562,10 @@ class Trainer:
         finally:
             self.model.train()
         rows = [x.shape[0] for x, _ in self.val_batches]  # the last batch may be smaller
-        return float(np.average(losses, weights=rows))
+        val = float(np.average(losses, weights=rows))
+        if self.ranks is not None:  # DDP: one model, the same loss; DiLoCo: the replicas' mean
+            (val,) = self.ranks.mean(val)
+        return val
 
     def _batches(self):
         while True:
@@ -478,6 +576,10 @@ class Trainer:
         """Train to ``train.max_steps`` (or early stopping, or Ctrl-C). The run directory is locked while this
         runs: another process training it at the same time gets RunLockedError (plast.experiment.runlock)."""
         self._lock = None
+        self.ranks = _Ranks(self.cfg.train.nproc) if self.cfg.train.nproc > 1 else None
+        self.is_main = self.ranks is None or self.ranks.rank == 0
+        if not self.is_main:
+            self.quiet = True
         try:
             return self._fit()
         finally:
@@ -500,10 +602,12 @@ class Trainer:
                 if ck is None:
                     raise FileNotFoundError(f"{self.run_dir} has no usable checkpoint to resume from")
                 self._restore(ck)
+                self._seed_rank()
                 self._last_ckpt_step, self.last_checkpoint = self.step, ck.path
                 self.tracker.resume_run(self.run_id, after_step=self.step)
                 self._say(f"resuming run {self.run_id} at step {self.step} from {ck.path}")
             else:
+                self._seed_rank()
                 n_params = sum(p.numel() for p in self.model.parameters())
                 self.tracker.log_params(self.run_id, {"n_params": n_params, "vocab_size": self.vocab_size})
                 self._say(
@@ -524,6 +628,17 @@ class Trainer:
                 self._bar.close()
                 self._bar = None
             self.tracker.finish(self.run_id, status)
+        if not self.is_main:
+            return TrainResult(
+                run_id=self.run_id,
+                run_dir=self.run_dir,
+                status=status,
+                step=self.step,
+                val_loss=None,
+                best_val_loss=self.best_val,
+                seconds=time.perf_counter() - t0,
+                checkpoint=None,
+            )
         plot = None
         if cfg.run.plot:
             from plast.experiment.plots import plot_runs
@@ -574,16 +689,24 @@ class Trainer:
         loss_avg = None
         with _Interrupt() as interrupt:
             while self.step < t.max_steps:
-                if interrupt.flag or (self.stop_at_step is not None and self.step >= self.stop_at_step):
+                stop = interrupt.flag or (self.stop_at_step is not None and self.step >= self.stop_at_step)
+                if self.ranks is not None:  # a stop any rank was asked for (Ctrl-C reaches each rank)
+                    stop = self.ranks.mean(float(stop))[0] > 0
+                if stop:
                     status = "interrupted"
                     break
                 step_t = time.perf_counter()
                 x, y = next(batches)
+                if self.ranks is not None:
+                    share = self.ranks.share(x.shape[0])
+                    x, y = x[share], y[share]
                 lr = self.optimizer.param_groups[0]["lr"]
                 loss, norm = self._train_step(x, y)
                 self.scheduler.step()
                 self.step += 1
                 loss_v = loss.item()
+                if self.ranks is not None:  # the whole batch's loss: the ranks' shares are equal
+                    (loss_v,) = self.ranks.mean(loss_v)
                 norm_v = None if norm is None else norm.item()
                 plast.reset_transient_arenas()
                 if not math.isfinite(loss_v):
