@@ -57,7 +57,7 @@ def read_view(t):
 def as_mpi(view):
     """The buffer MPI gets for a numpy view. NOTE: MPI has no MAX/MIN on C_BOOL, so bool travels as its bytes
     (0/1), where MAX is logical or and MIN logical and; bfloat16 and float16 travel as their 16 bits (MPI has no
-    type for them; collectives.py refuses to reduce them)."""
+    type for them; collectives.py reduces them with an op of its own)."""
     if view.dtype == np.bool_:
         return view.view(np.uint8)
     if view.dtype.itemsize == 2 and view.dtype.kind != "i":

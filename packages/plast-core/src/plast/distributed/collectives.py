@@ -54,10 +54,9 @@ def _mpi_op(op, t, what):
     if not isinstance(op, ReduceOp):
         raise TypeError(f"{what}: op must be a plast.distributed.ReduceOp, got {op!r}")
     if t.dtype.itemsize == 2 and t.dtype.is_floating_point:
-        # MPI has no 16-bit floating types to reduce; they travel as bits (broadcast, gather, send) only
-        raise NotImplementedError(
-            f"{what}: reductions of {t.dtype} tensors are not supported yet; reduce a float32 copy (t.float())"
-        )
+        if op in (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR):
+            raise DTypeError(f"{what}: ReduceOp.{op.name} needs an integer or bool tensor, got {t.dtype}")
+        return _half_op(MPI, op, t.dtype.np)
     if t.dtype.name == "bool":
         op = {ReduceOp.SUM: ReduceOp.MAX, ReduceOp.PRODUCT: ReduceOp.MIN}.get(op, op)
     elif op in (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR) and t.dtype.is_floating_point:
@@ -74,6 +73,35 @@ def _mpi_op(op, t, what):
         ReduceOp.BOR: MPI.BOR,
         ReduceOp.BXOR: MPI.BXOR,
     }[op]
+
+
+_HALF_COMBINE = {
+    ReduceOp.SUM: np.add,
+    ReduceOp.AVG: np.add,  # then divided by the group's size
+    ReduceOp.PRODUCT: np.multiply,
+    ReduceOp.MIN: np.minimum,  # NaN wins, as in torch
+    ReduceOp.MAX: np.maximum,
+}
+_HALF_OPS = {}
+
+
+def _half_op(MPI, op, np_dtype):
+    """The MPI op that reduces bfloat16 or float16 values. MPI has no 16-bit floating types: these tensors travel
+    as their 16 bits (as_mpi), and a user-defined op widens each pair of values to float32, combines them and
+    rounds back: one rounding per combining step, as a 16-bit allreduce has on any transport. Made once per op and
+    dtype (MPI ops live as long as MPI)."""
+    key = (op, np.dtype(np_dtype))
+    mop = _HALF_OPS.get(key)
+    if mop is None:
+        combine, dt = _HALF_COMBINE[op], key[1]
+
+        def reduce_16(inbuf, inoutbuf, datatype):
+            a = np.frombuffer(inbuf, dtype=dt)
+            b = np.frombuffer(inoutbuf, dtype=dt)
+            b[...] = combine(a.astype(np.float32), b.astype(np.float32)).astype(dt)
+
+        mop = _HALF_OPS[key] = MPI.Op.Create(reduce_16, commute=True)
+    return mop
 
 
 def _agree(g, what, dtype, numel, extra=0):

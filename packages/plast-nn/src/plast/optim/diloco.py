@@ -27,7 +27,9 @@ class DiLoCo:
     >>> opt.inner_steps, opt.outer_lr, opt.outer_momentum
     (50, 0.7, 0.9)
 
-    ``communication_dtype`` (sending pseudo-gradients in 16 bits) is not available: plast has no 16-bit dtype yet.
+    ``communication_dtype=plast.bfloat16`` (or float16) sends the pseudo-gradients in 16 bits, half the bytes:
+    each replica's is rounded to it, the average is taken in float32 per combining step and rounded again, and the
+    outer step runs in float32 on the result (the global copy and the momentum stay float32).
     """
 
     def __init__(
@@ -41,11 +43,14 @@ class DiLoCo:
         process_group=None,
         communication_dtype=None,
     ):
-        if communication_dtype is not None and communication_dtype not in (plast.float32, plast.float64):
-            raise NotImplementedError(
-                "DiLoCo: communication_dtype must be None or float32: plast has no bfloat16/float16 dtype yet, "
-                "so pseudo-gradients travel as float32"
+        if isinstance(communication_dtype, str):
+            communication_dtype = getattr(plast, communication_dtype, communication_dtype)
+        if communication_dtype not in (None, plast.float32, plast.float64, plast.bfloat16, plast.float16):
+            raise ValueError(
+                "DiLoCo: communication_dtype must be None (the parameters' float type), plast.float32, "
+                f"plast.bfloat16 or plast.float16, got {communication_dtype!r}"
             )
+        self.communication_dtype = communication_dtype
         if inner_steps < 1:
             raise ValueError(f"DiLoCo: inner_steps must be at least 1, got {inner_steps}")
         self.replicated = isinstance(inner_optimizer, (list, tuple))
@@ -111,6 +116,9 @@ class DiLoCo:
                 [(g - p.detach().to(g.dtype)).clone() for p, g in zip(replica, self.global_params)]
                 for replica in self.replicas
             ]
+            cd = self.communication_dtype
+            if cd is not None:  # what travels: each replica's pseudo-gradient in that dtype
+                deltas = [[d.to(cd) for d in ds] for ds in deltas]
             if self._dist is not None and self._dist.get_world_size(self.process_group) > 1:
                 (local,) = deltas
                 self._dist.all_reduce_coalesced(local, op=self._dist.ReduceOp.AVG, group=self.process_group)
@@ -118,7 +126,11 @@ class DiLoCo:
                 mean = local
             else:
                 n = len(deltas)
-                mean = [sum(ds[1:], ds[0]) / n if n > 1 else ds[0] for ds in zip(*deltas)]
+                wide = [[d.float() if cd is not None else d for d in ds] for ds in deltas]
+                mean = [sum(ds[1:], ds[0]) / n if n > 1 else ds[0] for ds in zip(*wide)]
+                if cd is not None:  # the average arrives rounded to the dtype it travelled in
+                    mean = [m.to(cd) for m in mean]
+            mean = [m.to(g.dtype) for m, g in zip(mean, self.global_params)]
             for g, d in zip(self.global_params, mean):
                 g.grad = d
         self.outer.step()
