@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import tiny_overrides
 
+from plast.experiment.checkpoint import load_checkpoint
 from plast.experiment.config import ConfigError, load_config
 from plast.experiment.tracker import Tracker
 
@@ -80,6 +81,11 @@ def test_two_ddp_ranks_train_like_one_process(tmp_path, ranks_env):
         # the same batches, split in two halves whose gradients DDP averages: equal up to float summation order
         np.testing.assert_allclose(v2, v1, rtol=1e-4)
     assert load_config(root / "two" / "config.yaml").train.nproc == 2
+    # DDP sends every parameter's float32 gradient every step
+    steps, sent = _series(root, "two", "comm_bytes")
+    ck = load_checkpoint(root / "two" / "checkpoints" / "ckpt-00000020")
+    n = sum(v.numel() for v in ck.load_model_state().values())  # TinyLM: parameters only
+    np.testing.assert_array_equal(sent, 4 * n * steps)
 
 
 def test_a_two_rank_run_resumes_on_one_rank(tmp_path, ranks_env):
@@ -112,10 +118,12 @@ def test_diloco_ranks_take_outer_steps(tmp_path, ranks_env):
     _, val = _series(root, "d", "val_loss")
     assert np.isfinite(train).all() and val[-1] < val[0]
     # the checkpoint holds DiLoCo's state: the global copy and the outer step count
-    from plast.experiment.checkpoint import load_checkpoint
-
     state = load_checkpoint(root / "d" / "checkpoints" / "ckpt-00000030").load_state()
     assert state["optimizer"]["local_step"] == 30 and len(state["optimizer"]["global_params"]) > 0
+    # DiLoCo sends one model's worth of float32 pseudo-gradients every 5 steps
+    steps, sent = _series(root, "d", "comm_bytes")
+    n = sum(g.numel() for g in state["optimizer"]["global_params"])
+    np.testing.assert_array_equal(sent, 4 * n * (steps // 5))
 
 
 @pytest.mark.parametrize(

@@ -543,6 +543,14 @@ class Trainer:
         self.last_checkpoint = ck.path
         return ck
 
+    def _comm_bytes(self) -> int:
+        """The gradient bytes this rank has sent so far: DDP's allreduce payload (every parameter's gradient, every
+        step), or DiLoCo's pseudo-gradients (every inner_steps steps). Steps before a resume are not counted."""
+        if isinstance(self.optimizer, plast.optim.DiLoCo):
+            return self.optimizer.bytes_sent
+        per_step = sum(p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad)
+        return per_step * (self.step - self._first_step)
+
     def _seed_rank(self) -> None:
         """Ranks after 0 draw their own random numbers (dropout masks) once the model is built: the same stream
         as rank 0's would give every rank's rows of a batch the same masks. NOTE: a checkpoint keeps rank 0's
@@ -685,6 +693,7 @@ class Trainer:
         status = "finished"
         batches = self._batches()
         loop_t0, first_step = time.perf_counter(), self.step
+        self._first_step = first_step
         window_t, window_tokens = time.perf_counter(), 0
         loss_avg = None
         with _Interrupt() as interrupt:
@@ -724,6 +733,8 @@ class Trainer:
                     tps = window_tokens / max(now - window_t, 1e-9)
                     window_t, window_tokens = now, 0
                     metrics = {"lr": lr, "tokens_per_s": tps}
+                    if self.ranks is not None:
+                        metrics["comm_bytes"] = self._comm_bytes()
                     if norm_v is not None:
                         metrics["grad_norm"] = norm_v
                     tracker.log_many(run, self.step, metrics)
