@@ -29,6 +29,9 @@ FAMILIES = {
             "float64": "PLAST_DT_F64",
             "bfloat16": "PLAST_DT_BF16",
             "float16": "PLAST_DT_F16",
+            "uint8": "PLAST_DT_U8",
+            "int8": "PLAST_DT_I8",
+            "int16": "PLAST_DT_I16",
         },
     ),
     "plast_act": (
@@ -182,9 +185,12 @@ def test_every_dtype_has_its_header_code():
         "float64": 4,
         "bfloat16": 5,
         "float16": 6,
+        "uint8": 7,
+        "int8": 8,
+        "int16": 9,
     }
-    assert re.search(r"#define\s+PLAST_DT_COUNT\s+\(PLAST_DT_F16 \+ 1\)", HEADER.read_text())
-    assert max(codes.DTYPE_CODES.values()) == ENUMS["plast_dtype"]["PLAST_DT_F16"]
+    assert re.search(r"#define\s+PLAST_DT_COUNT\s+\(PLAST_DT_I16 \+ 1\)", HEADER.read_text())
+    assert max(codes.DTYPE_CODES.values()) == ENUMS["plast_dtype"]["PLAST_DT_I16"]
 
 
 def test_the_cpu_kernels_take_the_first_codes():

@@ -215,7 +215,7 @@ def test_getitem_errors():
         x[0, 0, 0]
     with pytest.raises(IndexError, match="single ellipsis"):
         x[..., ...]
-    with pytest.raises(IndexError, match="long, int or bool"):
+    with pytest.raises(IndexError, match="long, int, byte or bool"):
         x[plast.tensor([0.5])]
     with pytest.raises(IndexError, match="integer or boolean"):
         x[np.array([0.5])]

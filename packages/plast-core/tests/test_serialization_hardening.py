@@ -307,7 +307,7 @@ HOSTILE = {
     "info-is-a-string": _raw({"w": "x"}),
     "dtype-int": _raw({"w": {**T8, "dtype": 5}}, b"\0" * 8),
     "dtype-unknown": _raw({"w": {**T8, "dtype": "F128"}}, b"\0" * 8),
-    "dtype-plast-lacks": _raw({"w": {**T8, "dtype": "U8", "shape": [8]}}, b"\0" * 8),
+    "dtype-plast-lacks": _raw({"w": {**T8, "dtype": "U16", "shape": [4]}}, b"\0" * 8),
     "shape-negative": _raw({"w": {**T8, "shape": [-2]}}, b"\0" * 8),
     "shape-float": _raw({"w": {**T8, "shape": [2.0]}}, b"\0" * 8),
     "shape-bool": _raw({"w": {**T8, "shape": [True, True]}}, b"\0" * 8),

@@ -30,9 +30,12 @@ from ._core.dtypes import (
     float32,
     float64,
     get_default_dtype,
+    int8,
+    int16,
     int32,
     int64,
     set_default_dtype,
+    uint8,
 )
 from ._core.dtypes import bool_ as bool  # noqa: A001
 from ._core.errors import (
@@ -49,11 +52,14 @@ from ._jit.trace import jit
 from ._tensor import (
     BFloat16Tensor,
     BoolTensor,
+    ByteTensor,
+    CharTensor,
     DoubleTensor,
     FloatTensor,
     HalfTensor,
     IntTensor,
     LongTensor,
+    ShortTensor,
     Tensor,
     is_tensor,
     mm,
@@ -273,6 +279,7 @@ double = float64
 half = float16
 long = int64
 int = int32  # noqa: A001
+short = int16
 
 
 def forward(*tensors: Tensor) -> Tensor | tuple[Tensor, ...]:

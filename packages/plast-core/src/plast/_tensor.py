@@ -264,6 +264,15 @@ class Tensor(TensorBase):
     def bool(self) -> Tensor:
         return movement_ops.cast(self, dtypes.bool_)
 
+    def byte(self) -> Tensor:
+        return movement_ops.cast(self, dtypes.uint8)
+
+    def char(self) -> Tensor:
+        return movement_ops.cast(self, dtypes.int8)
+
+    def short(self) -> Tensor:
+        return movement_ops.cast(self, dtypes.int16)
+
     def cpu(self) -> Tensor:
         return device_ops.to_device(self, "cpu")
 
@@ -785,6 +794,9 @@ _LEGACY_NAMES = {
     dtypes.int64: "LongTensor",
     dtypes.int32: "IntTensor",
     dtypes.bool_: "BoolTensor",
+    dtypes.uint8: "ByteTensor",
+    dtypes.int8: "CharTensor",
+    dtypes.int16: "ShortTensor",
 }
 _LEGACY_BY_NAME = {v: k for k, v in _LEGACY_NAMES.items()}
 
@@ -820,6 +832,9 @@ BFloat16Tensor = _LegacyMeta("BFloat16Tensor", (_LegacyTensor,), {"_dtype": dtyp
 LongTensor = _LegacyMeta("LongTensor", (_LegacyTensor,), {"_dtype": dtypes.int64})
 IntTensor = _LegacyMeta("IntTensor", (_LegacyTensor,), {"_dtype": dtypes.int32})
 BoolTensor = _LegacyMeta("BoolTensor", (_LegacyTensor,), {"_dtype": dtypes.bool_})
+ByteTensor = _LegacyMeta("ByteTensor", (_LegacyTensor,), {"_dtype": dtypes.uint8})
+CharTensor = _LegacyMeta("CharTensor", (_LegacyTensor,), {"_dtype": dtypes.int8})
+ShortTensor = _LegacyMeta("ShortTensor", (_LegacyTensor,), {"_dtype": dtypes.int16})
 
 
 def is_tensor(obj: Any) -> builtins.bool:

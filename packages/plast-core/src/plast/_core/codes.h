@@ -16,8 +16,13 @@ enum plast_dtype {
     PLAST_DT_F64 = 4,
     PLAST_DT_BF16 = 5,
     PLAST_DT_F16 = 6,
+    /* the small integer types are storage types: no arithmetic kernel sees them (the recorder widens them to
+     * int32 for every op but casts, copies and views: graph/_graph.pyx) */
+    PLAST_DT_U8 = 7,
+    PLAST_DT_I8 = 8,
+    PLAST_DT_I16 = 9,
 };
-#define PLAST_DT_COUNT (PLAST_DT_F16 + 1)
+#define PLAST_DT_COUNT (PLAST_DT_I16 + 1)
 
 /* activation applied by the GEMM epilogue: C = act(alpha * A @ B + beta * bias) */
 enum plast_act {

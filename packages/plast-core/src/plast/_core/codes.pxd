@@ -11,6 +11,9 @@ cdef extern from "codes.h":
         PLAST_DT_F64
         PLAST_DT_BF16
         PLAST_DT_F16
+        PLAST_DT_U8
+        PLAST_DT_I8
+        PLAST_DT_I16
     const int PLAST_DT_COUNT
     enum plast_act:
         PLAST_ACT_NONE

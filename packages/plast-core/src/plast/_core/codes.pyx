@@ -15,6 +15,9 @@ DTYPE_CODES = {
     "float64": PLAST_DT_F64,
     "bfloat16": PLAST_DT_BF16,
     "float16": PLAST_DT_F16,
+    "uint8": PLAST_DT_U8,
+    "int8": PLAST_DT_I8,
+    "int16": PLAST_DT_I16,
 }
 
 # an epilogue's activation by the name fusion gives it ("gelu" is torch's exact, erf GELU)

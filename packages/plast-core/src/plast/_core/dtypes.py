@@ -1,7 +1,8 @@
 """plast dtypes and the promotion rule.
 
-Promotion (binary ops and matmul): bool < int32 < int64 < bfloat16, float16 < float32 < float64, where bfloat16
-with float16 gives float32 (as torch), and with one exception to torch:
+Promotion (binary ops and matmul): bool < uint8, int8 < int16 < int32 < int64 < bfloat16, float16 < float32 <
+float64, where uint8 with int8 gives int16 and bfloat16 with float16 gives float32 (as torch), and with one
+exception to torch:
 matmul between an integer and a floating tensor promotes to the floating type instead of raising, so integer
 data (``plast.tensor([[0, 1]])``) meets float parameters. Python scalars are "weak", as in torch: a Python float
 with an integer tensor gives float32; a Python int or float with a float32 tensor stays float32.
@@ -22,20 +23,35 @@ dtype = _DType
 
 # name, numpy dtype, promotion rank, kernel code (numbered in codes.h; the C kernels and plan fingerprints read it)
 bool_ = dtype("bool", np.bool_, 0, _CODE["bool"])
-int32 = dtype("int32", np.int32, 1, _CODE["int32"])
-int64 = dtype("int64", np.int64, 2, _CODE["int64"])
-float32 = dtype("float32", np.float32, 4, _CODE["float32"])
-float64 = dtype("float64", np.float64, 5, _CODE["float64"])
+# The small integer types are storage types too: every op but casts, copies and views computes in int32, and the
+# result is cast back, wrapping around as torch's uint8/int8/int16 arithmetic does (graph/_graph.pyx: record).
+uint8 = dtype("uint8", np.uint8, 1, _CODE["uint8"])
+int8 = dtype("int8", np.int8, 1, _CODE["int8"])
+int16 = dtype("int16", np.int16, 2, _CODE["int16"])
+int32 = dtype("int32", np.int32, 3, _CODE["int32"])
+int64 = dtype("int64", np.int64, 4, _CODE["int64"])
+float32 = dtype("float32", np.float32, 6, _CODE["float32"])
+float64 = dtype("float64", np.float64, 7, _CODE["float64"])
 # The 16-bit floating types are storage types: an op without a 16-bit kernel computes in float32 and rounds its
 # result once (graph/_graph.pyx: record), as torch's CPU kernels do. numpy has no bfloat16; ml_dtypes (JAX's)
 # gives it one with round-to-nearest-even casts, so every host path (numpy views, copies, casts, .numpy(),
 # safetensors) treats bfloat16 like any other dtype instead of as uint16 bit patterns numpy math would misread.
-bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 3, _CODE["bfloat16"], floating=True)
-float16 = dtype("float16", np.float16, 3, _CODE["float16"])
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 5, _CODE["bfloat16"], floating=True)
+float16 = dtype("float16", np.float16, 5, _CODE["float16"])
 
-ALL = (bool_, int32, int64, float32, float64, bfloat16, float16)
+ALL = (bool_, int32, int64, float32, float64, bfloat16, float16, uint8, int8, int16)
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update({"float": float32, "double": float64, "long": int64, "int": int32, "half": float16})
+_BY_NAME.update(
+    {
+        "float": float32,
+        "double": float64,
+        "long": int64,
+        "int": int32,
+        "half": float16,
+        "short": int16,
+        "char": int8,
+    }
+)
 _BY_NP = {d.np: d for d in ALL}
 
 default_float = float32
@@ -99,9 +115,14 @@ def from_numpy_dtype(nd):
 
 def promote(a, b):
     """Result dtype of a binary op between two tensors of dtypes a and b."""
-    if a._rank == b._rank and a is not b:  # bfloat16 with float16: neither holds the other
-        return float32
+    if a._rank == b._rank and a is not b:  # neither holds the other: uint8 with int8, bfloat16 with float16
+        return float32 if a.is_floating_point else int16
     return a if a._rank >= b._rank else b
+
+
+def is_small_int(d):
+    """d is uint8, int8 or int16 (a storage type computed in int32 by every op but casts, copies and views)."""
+    return d.itemsize < 4 and not d.is_floating_point and d is not bool_
 
 
 def is_16bit(d):

@@ -15,6 +15,7 @@ from cpython.ref cimport PyObject
 from .._core import grad_mode as autograd_state
 from .._core import dtypes as _dtypes
 from .._core._dtype cimport dtype as DType
+from .._core.codes cimport PLAST_DT_BF16
 from .._core._structs cimport Node, OpDef, TensorBase, alloc_tensor, env_zero, new_lazy, shape_numel
 from ..memory.arena cimport Storage
 from .._core._state cimport grad_on
@@ -117,12 +118,33 @@ cdef inline int _note_reader(object ref, TensorBase t) except -1:
 # leaf gets a bfloat16 gradient, as in torch. The conversions are ordinary nodes: the scheduler, the jit tape
 # and the plan cache see them like any other op.
 
+# The small integer types (uint8, int8, int16) are storage types the same way: casts, copies and views take
+# them; any other row computes in int32, and each output that should be small is cast back, wrapping around as
+# torch's uint8/int8/int16 arithmetic does (two's complement: the low bits of the int32 result).
+
 cdef DType _F32 = _dtypes.float32
+cdef DType _I32 = _dtypes.int32
 
 
 cdef inline bint _is16(object d):
     # (not a DType, None included: not 16-bit; new_lazy and the typed dtype field refuse it with a TypeError)
     return type(d) is DType and (<DType>d).itemsize == 2 and (<DType>d).is_floating_point
+
+
+cdef inline bint _narrow(object d):
+    """d is a storage type some rows compute in a wider one: bfloat16, float16, uint8, int8, int16 (the codes
+    after float64: one compare on record()'s path)."""
+    return type(d) is DType and (<DType>d).code >= PLAST_DT_BF16
+
+
+cdef inline object _wide_of(OpDef row, object d):
+    """The dtype `row` computes a `d` value in: d itself, or the wider type record() converts it to."""
+    if not _narrow(d):
+        return d
+    if (<DType>d).is_floating_point:
+        return d if row.half else _F32
+    # small integers: only the rows that move bytes take them (a cast, a copy, a view)
+    return d if row.view or row is CAST or row.name == "copy" else _I32
 
 
 def _cast_bw(node, g):
@@ -145,10 +167,23 @@ cpdef object convert(object x, object dtype):
 
 
 cdef list _record_widened(OpDef row, object inputs, object args, object specs, object device):
-    wide = tuple([convert(x, _F32) if _is16((<TensorBase>x).dtype) else x for x in inputs])
-    wide_specs = [(shape, _F32 if _is16(dt) else dt) for shape, dt in specs]
+    wide = tuple([convert(x, _wide_of(row, (<TensorBase>x).dtype)) for x in inputs])
+    wide_specs = [(shape, _wide_of(row, dt)) for shape, dt in specs]
     outs = record(row, wide, args, wide_specs, device)
-    return [convert(o, spec[1]) if _is16(spec[1]) else o for o, spec in zip(outs, specs)]
+    return [convert(o, spec[1]) for o, spec in zip(outs, specs)]
+
+
+cdef bint _needs_widening(OpDef row, tuple ins, list sp) except -1:
+    cdef Py_ssize_t i
+    for x in ins:
+        d = (<TensorBase?>x).dtype
+        if _narrow(d) and _wide_of(row, d) is not d:
+            return True
+    for i in range(len(sp)):
+        d = (<tuple?>sp[i])[1]
+        if _narrow(d) and _wide_of(row, d) is not d:
+            return True
+    return False
 
 
 cdef unsigned long long _n_recorded = 0
@@ -169,13 +204,18 @@ cpdef list record(object op, object inputs, object args, object specs, object de
     cdef OpDef row = op if type(op) is OpDef else None
     cdef Py_ssize_t i, n_out = len(sp)
     cdef tuple spec
-    if row is not None and not row.half:
+    if row is not None:
         for x in ins:
-            if _is16((<TensorBase?>x).dtype):
-                return _record_widened(row, ins, args, sp, device)
-        for i in range(n_out):
-            if _is16((<tuple?>sp[i])[1]):
-                return _record_widened(row, ins, args, sp, device)
+            if _narrow((<TensorBase?>x).dtype):
+                if _needs_widening(row, ins, sp):
+                    return _record_widened(row, ins, args, sp, device)
+                break
+        else:
+            for i in range(n_out):
+                if _narrow((<tuple?>sp[i])[1]):
+                    if _needs_widening(row, ins, sp):
+                        return _record_widened(row, ins, args, sp, device)
+                    break
     _n_recorded += 1
     cdef Node node = Node.__new__(Node)
     node.op = op

@@ -60,8 +60,8 @@ MATMUL, ADDMM = _MATMUL, _ADDMM
 
 
 cdef inline object _promote(object a, object b):
-    if a._rank == b._rank and a is not b:  # bfloat16 with float16 (dtypes.promote)
-        return _dtypes.float32
+    if a._rank == b._rank and a is not b:  # bfloat16 with float16, uint8 with int8 (dtypes.promote)
+        return _dtypes.float32 if a.is_floating_point else _dtypes.int16
     return a if a._rank >= b._rank else b
 
 

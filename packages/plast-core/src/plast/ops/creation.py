@@ -61,7 +61,10 @@ def _into(out, t, fn):
     return out.copy_(t)
 
 
-_INT_RANGE = {dtypes.int32: (-(2**31), 2**31 - 1), dtypes.int64: (-(2**63), 2**63 - 1)}
+_INT_RANGE = {
+    d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max))
+    for d in (dtypes.uint8, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
+}
 
 
 def _scan_numbers(data):

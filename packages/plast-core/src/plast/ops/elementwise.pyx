@@ -17,7 +17,7 @@ from .._core.errors import BoolArithmeticError, DeviceMismatchError
 from .._core._shapes import broadcast_shapes
 from ..kernels.cpu import kernels as cpu
 from ._movement import cast  # records the cast row (ops/movement.py)
-from .factory import SCALAR_CACHE, scalar_tensor
+from .factory import SCALAR_CACHE, scalar_tensor, wrap_int
 from .registry import register
 
 cdef object _bool = _dtypes.bool_
@@ -62,7 +62,11 @@ cdef object _constant(object value, object dt, object device):
            device.index)
     t = SCALAR_CACHE.get(key)
     if t is None:
-        t = scalar_tensor(value, dt, device)
+        if type(value) is int and not dt.is_floating_point and dt is not _bool:
+            # arithmetic takes an integer scalar's low bits, as torch does (uint8 + 300 adds 44)
+            t = SCALAR_CACHE[key] = scalar_tensor(wrap_int(value, dt), dt, device)
+        else:
+            t = scalar_tensor(value, dt, device)
     return t
 
 

@@ -62,6 +62,15 @@ def from_array(arr, dtype, device=None, requires_grad=False):
 SCALAR_CACHE = {}
 
 
+def wrap_int(value, dtype):
+    """A Python int as an integer dtype holds it: its low bits (two's complement), as torch converts the scalar
+    operand of arithmetic (``uint8_tensor + 300`` adds 44; ``-uint8_tensor`` multiplies by 255)."""
+    bits = 8 * dtype.itemsize
+    if dtype.is_signed:
+        return (value + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
+    return value % (1 << bits)
+
+
 def scalar_tensor(value, dtype, device):
     """A 0-d constant in persistent memory, shared by every op that uses the same (value, dtype, device)."""
     # -0.0 == 0.0 (and hashes alike) but is another constant: the sign is part of the key
@@ -75,6 +84,11 @@ def scalar_tensor(value, dtype, device):
     )
     t = SCALAR_CACHE.get(key)
     if t is None:
+        if type(value) is int and dtype is not _dtypes.bool_ and not dtype.is_floating_point:
+            if wrap_int(value, dtype) != value:  # a fill, a bound or a written value: torch refuses too
+                raise RuntimeError(
+                    f"value cannot be converted to type {dtype.name} without overflow: {value}"
+                )
         if len(SCALAR_CACHE) > 4096:
             SCALAR_CACHE.clear()
         st = _arenas.persistent(device.type).new(dtype.itemsize)

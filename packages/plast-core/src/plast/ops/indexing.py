@@ -18,6 +18,7 @@ the index and the size); index tensors that already hold values are also checked
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -188,6 +189,15 @@ def _classify(it, device):
     if isinstance(it, TensorBase):
         if it.device != device:
             raise DeviceMismatchError(f"indexing: the index is on {it.device}, the tensor on {device}")
+        if it.dtype is dtypes.uint8:
+            # torch reads a uint8 index as a mask (deprecated there, with this warning)
+            warnings.warn(
+                "indexing with dtype plast.uint8 is deprecated (as in torch), please use a dtype plast.bool "
+                "instead",
+                UserWarning,
+                stacklevel=4,
+            )
+            it = movement.cast(it, dtypes.bool_)
         if it.dtype is dtypes.bool_:
             if it.ndim == 0:
                 return "bool", bool(values_of(it))
@@ -196,7 +206,7 @@ def _classify(it, device):
             if it.ndim == 0 and not _tracing():
                 return "int", int(values_of(it))
             return "adv", it
-        raise IndexError(f"tensors used as indices must be long, int or bool tensors, got {it.dtype}")
+        raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors, got {it.dtype}")
     if isinstance(it, (list, tuple, np.ndarray)):
         try:
             arr = np.asarray(it)
