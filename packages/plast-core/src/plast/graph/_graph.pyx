@@ -204,18 +204,13 @@ cpdef list record(object op, object inputs, object args, object specs, object de
     cdef OpDef row = op if type(op) is OpDef else None
     cdef Py_ssize_t i, n_out = len(sp)
     cdef tuple spec
-    if row is not None:
+    if row is not None and not row.view:  # (a view takes every dtype)
         for x in ins:
-            if _narrow((<TensorBase?>x).dtype):
-                if _needs_widening(row, ins, sp):
-                    return _record_widened(row, ins, args, sp, device)
-                break
-        else:
-            for i in range(n_out):
-                if _narrow((<tuple?>sp[i])[1]):
-                    if _needs_widening(row, ins, sp):
-                        return _record_widened(row, ins, args, sp, device)
-                    break
+            if _narrow((<TensorBase?>x).dtype) and _needs_widening(row, ins, sp):
+                return _record_widened(row, ins, args, sp, device)
+        for i in range(n_out):
+            if _narrow((<tuple?>sp[i])[1]) and _needs_widening(row, ins, sp):
+                return _record_widened(row, ins, args, sp, device)
     _n_recorded += 1
     cdef Node node = Node.__new__(Node)
     node.op = op
