@@ -7,8 +7,12 @@ answer plast gives:
 * gelu (erf) at +inf: torch's vectorized float32 kernel gives nan, its float64 and tanh-approximation kernels
   inf; plast gives inf (the limit). Both give nan at -inf (0.5 * x * (1 + erf(x / sqrt(2))) is -inf * 0 there).
 * elu's gradient at nan is 1 or nan depending on torch's path; plast's is 0 (not compared).
-* the gradients of relu, abs and hardtanh at nan (torch 1, 0, 0; plast nan, nan, 1) are not compared: nan in,
-  nan or an arbitrary number out, and no infinite or finite input is affected.
+* hardtanh's gradient at nan: torch's vector loop gives 0 and its scalar tail 1 (so the answer depends on the
+  element's position); plast gives 0 everywhere, as torch's vector loop and clamp's gradient do. The test
+  compares it with 0.
+* abs's gradient at nan is torch's (0) on every path.
+* relu's gradient at nan (torch 1, plast nan) is not compared: torch's rule needs a comparison, which is no op of
+  the fused elementwise chain, and it cost the eager xor step 13% more instructions (ops/unary.py).
 """
 
 import numpy as np
@@ -41,7 +45,7 @@ ACTS = {
     "erf": (lambda x: plast.erf(x), torch.erf),
     "abs": (lambda x: plast.abs(x), torch.abs),
 }
-NAN_GRAD_UNCOMPARED = {"elu", "relu", "abs", "hardtanh"}
+NAN_GRAD_UNCOMPARED = {"elu", "relu"}
 
 
 def _run(lib, name, x, fused):
@@ -76,6 +80,8 @@ def test_activations_at_infinities_and_nan_match_torch(simd_paths, rng, dtype, n
                     want, want_g = _run(torch, name, x, fused)
                 if name == "gelu":
                     want = np.where(x == np.inf, np.inf, want)  # torch's float32 vector path says nan
+                if name == "hardtanh":
+                    want_g = np.where(np.isnan(x), 0.0, want_g)  # torch's vector loop (its tail says 1)
                 if name in NAN_GRAD_UNCOMPARED:
                     got_g, want_g = got_g[~np.isnan(x)], want_g[~np.isnan(x)]
                 where = (
