@@ -55,10 +55,11 @@ def _limit():
     resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
 
 
-def run_cases(cases, timeout=60):
-    """Run `cases` ([{"code": ...}]) in one capped child; returns one result dict per case."""
+def run_cases(cases, timeout=60, child=CHILD):
+    """Run `cases` ([{"code": ...}], or what `child` reads) in one capped child; returns one result dict per
+    case."""
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD],
+        [sys.executable, "-c", child],
         input=json.dumps(cases),
         capture_output=True,
         text=True,
@@ -76,7 +77,7 @@ def run_cases(cases, timeout=60):
             results[d["i"]] = d
             running = None
     if proc.returncode != 0 or len(results) != len(cases):
-        culprit = cases[running]["code"] if running is not None else "?"
+        culprit = cases[running].get("code", cases[running]) if running is not None else "?"
         pytest.fail(f"child died (rc {proc.returncode}) while running {culprit!r}:\n{proc.stderr[-2000:]}")
     return [results[i] for i in range(len(cases))]
 
