@@ -10,7 +10,8 @@ from ..graph._graph import convert, record
 from ..kernels.cpu import kernels as cpu
 from . import elementwise
 from .elementwise import add, div, mul, sub
-from .registry import register
+from .factory import scalar_tensor
+from .registry import OPS, register
 
 _unary = elementwise.unary  # compiled (ops/elementwise.pyx): dtype rule and record
 
@@ -66,10 +67,13 @@ SIGMOID = register(
 
 
 def _abs_bw(node, x, g):
-    # torch's rule is g * sgn(x) with sgn(nan) = 0; plast's sign(nan) is nan, so a nan input gets 0 here
-    from .pointwise import isnan, where
-
-    return mul(g, where(isnan(x), 0.0, sign(x)))
+    # torch's rule is g * sgn(x) with sgn(nan) = 0, where plast's sign(nan) is nan: g * where(isnan(x), 0, sign(x)).
+    # isnan and where are rows of ops/pointwise, a layer up: recorded here through the op table, as the op layer
+    # would record them (x, its sign and g share one shape and dtype)
+    s = sign(x)
+    nan = record(OPS["isnan"], (x,), (), [(x.shape, dtypes.bool_)], x.device)[0]
+    zero = scalar_tensor(0.0, s.dtype, x.device)
+    return mul(g, record(OPS["where"], (nan, zero, s), (), [(x.shape, s.dtype)], x.device)[0])
 
 
 ABS = register("abs", cpu=cpu.unary, chain="abs", backward=_bw(_abs_bw))
