@@ -18,6 +18,9 @@ zero-size dims beside huge ones). Verdicts:
   NotImplementedError and their subclasses, whose message shows no negative byte count), or a result whose shape
   is torch's (torch on the meta device, which allocates nothing);
 * a signal death, a hang (the child's timeout) or any other exception fails the test, naming the case.
+A huge result is differentiated when it is empty (that costs nothing); otherwise backward runs on the small
+cases only (the gradient of a huge realizable result would be computed for ever, in torch too). Known gaps are
+named in GRADIENT_GAPS, with why, and compared forward only.
 """
 
 import importlib
