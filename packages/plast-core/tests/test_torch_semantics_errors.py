@@ -175,6 +175,44 @@ def test_distinct_dims_still_reduce_as_in_torch(op, rng):
     _same_as_torch(lambda m: REDUCTIONS[op](m.tensor(2.0), (0, -1)))
 
 
+# repeated dims where each must be distinct: torch raises RuntimeError; plast's RepeatedDimError is a RuntimeError
+# and a ShapeError (a ValueError), so code that caught plast's ValueError before keeps working
+REPEATED = {
+    "flip": lambda m, x: x.flip((0, 0)),
+    "flip_neg": lambda m, x: x.flip((1, -2)),
+    "permute": lambda m, x: x.permute(0, 0, 1),
+    "permute_neg": lambda m, x: x.permute(2, -1, 0),
+    "movedim_source": lambda m, x: x.movedim((0, 0), (0, 1)),
+    "movedim_destination": lambda m, x: x.movedim((0, 1), (1, 1)),
+    "movedim_neg": lambda m, x: x.movedim((0, -3), (1, 2)),
+    "matrix_norm": lambda m, x: m.linalg.matrix_norm(x, dim=(0, 0)),
+    "matrix_norm_neg": lambda m, x: m.linalg.matrix_norm(x, dim=(1, -2)),
+}
+
+
+@pytest.mark.parametrize("case", list(REPEATED))
+def test_repeated_movement_and_matrix_dims_raise_as_in_torch(case):
+    data = np.random.default_rng(5).standard_normal((2, 3, 4)).astype(np.float32)
+    err = _same_as_torch(lambda m: REPEATED[case](m, m.tensor(data)))
+    assert isinstance(err, RuntimeError) and isinstance(err, ValueError), type(err).__mro__
+    assert isinstance(err, plast.errors.RepeatedDimError), type(err)
+    assert "repeat" in str(err) or "multiple times" in str(err) or "must be different" in str(err), err
+
+
+def test_distinct_movement_dims_still_match_torch():
+    data = np.random.default_rng(6).standard_normal((2, 3, 4)).astype(np.float32)
+    for fn in [
+        lambda m, x: x.flip((0, -1)),
+        lambda m, x: x.permute(2, 0, 1),
+        lambda m, x: x.movedim((0, -1), (2, 0)),
+        lambda m, x: m.linalg.matrix_norm(x, dim=(-1, 0)),
+    ]:
+        _same_as_torch(lambda m, fn=fn: fn(m, m.tensor(data)).contiguous())
+    # a wrong count of dims stays a plain ShapeError
+    with pytest.raises(plast.errors.ShapeError, match="not a permutation"):
+        plast.ones(2, 3).permute(0)
+
+
 GRAD_CASES = {
     "wrong size": lambda m, x: m.ones(7),
     "int64": lambda m, x: m.ones(4, dtype=m.int64),

@@ -10,6 +10,7 @@ from ._core.errors import (
     DTypeError,
     JitError,
     PlastError,
+    RepeatedDimError,
     ShapeError,
     StaleTensorError,
 )
@@ -17,6 +18,7 @@ from ._core.errors import (
 __all__ = [
     "PlastError",
     "ShapeError",
+    "RepeatedDimError",
     "DeviceMismatchError",
     "DTypeError",
     "ArenaExhaustedError",

@@ -14,6 +14,11 @@ class ShapeError(PlastError, ValueError):
     """Shapes that do not fit the op (broadcasting, matmul, views)."""
 
 
+class RepeatedDimError(ShapeError, RuntimeError):
+    """A dim named twice where each must be distinct (flip, permute, movedim, matrix_norm): torch raises
+    RuntimeError; plast raised ValueError (ShapeError) before, so it is both."""
+
+
 class DeviceMismatchError(PlastError, RuntimeError):
     """Inputs of one op live on different devices; copies are explicit (``.to()``, ``.cuda()``, ``.cpu()``)."""
 
@@ -45,6 +50,7 @@ class JitError(PlastError, RuntimeError):
 __all__ = [
     "PlastError",
     "ShapeError",
+    "RepeatedDimError",
     "DeviceMismatchError",
     "DTypeError",
     "ArenaExhaustedError",

@@ -105,7 +105,9 @@ def _unflatten(tree, leaves):
         return val
     if kind is dict:
         return {k: _unflatten(v, leaves) for k, v in val.items()}
-    return kind(_unflatten(v, leaves) for v in val)
+    items = [_unflatten(v, leaves) for v in val]
+    # a named tuple (max/min/sort/topk's (values, indices)) takes its fields as arguments, not one iterable
+    return kind(*items) if hasattr(kind, "_fields") else kind(items)
 
 
 class JitFunction:

@@ -15,7 +15,7 @@ from .._core import dtypes as _dtypes
 from ..graph import tape
 from ..memory import arenas as _arenas
 from ..kernels.host import copy_values
-from .._core.errors import ShapeError
+from .._core.errors import RepeatedDimError, ShapeError
 from .._core._shapes import contiguous_strides, norm_dim
 from ..kernels.cpu import kernels as cpu
 from .registry import register
@@ -240,15 +240,12 @@ def permute(x, *dims):
     cdef Py_ssize_t nd = len(t._shape), i
     cdef list perm = [_dim(d, nd, "permute") for d in ds]
     cdef list seen = [False] * nd
-    cdef bint ok = len(perm) == nd
-    if ok:
-        for i in perm:
-            if seen[i]:
-                ok = False
-                break
-            seen[i] = True
-    if not ok:
+    if len(perm) != nd:
         raise ShapeError(f"permute: dims {ds} are not a permutation of {nd} dims")
+    for i in perm:
+        if seen[i]:  # torch raises RuntimeError here: RepeatedDimError is a RuntimeError and a ShapeError
+            raise RepeatedDimError(f"permute: dims {ds} are not a permutation of {nd} dims (dim {i} is repeated)")
+        seen[i] = True
     return _permute(t, tuple(perm))
 
 

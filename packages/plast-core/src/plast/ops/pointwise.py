@@ -755,7 +755,11 @@ def hardtanh(
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
     if not _check_tensor(input, "hardtanh").dtype.is_floating_point:
         min_val, max_val = int(min_val), int(max_val)
-    return where(le(input, min_val), min_val, where(ge(input, max_val), max_val, input))
+        return where(le(input, min_val), min_val, where(ge(input, max_val), max_val, input))
+    # the gradient flows only strictly inside (min_val, max_val): 0 at the bounds and at nan, as torch's vector
+    # kernel and clamp's gradient give (torch's scalar tail gives 1 at nan); nan stays nan forward
+    inside = logical_and(gt(input, min_val), lt(input, max_val))
+    return where(inside, input, clamp(input.detach(), min_val, max_val))
 
 
 def lerp(input: TensorBase, end: TensorBase, weight: TensorOrNumber) -> TensorBase:

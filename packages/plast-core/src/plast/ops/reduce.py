@@ -16,7 +16,7 @@ import math
 from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core._structs import TensorBase
-from .._core.errors import DTypeError, ShapeError
+from .._core.errors import DTypeError, RepeatedDimError, ShapeError
 from .._core.hints import Dims, DTypeLike
 from .._core.shapes import norm_dim, numel
 from ..graph._graph import record
@@ -461,7 +461,7 @@ def _matrix_dims(x, dim, op):
         raise ValueError(f"{op}: dim must be a 2-tuple of dims, got {dim!r}")
     d0, d1 = (norm_dim(d, x.ndim, op) for d in dim)
     if d0 == d1:
-        raise ValueError(f"{op}: dims must be different, got {tuple(dim)}")
+        raise RepeatedDimError(f"{op}: dims must be different, got {tuple(dim)}")
     return d0, d1
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from .._core import autocast_state as _ac
 from .._core import dtypes
 from .._core._structs import TensorBase
-from .._core.errors import DeviceMismatchError, ShapeError
+from .._core.errors import DeviceMismatchError, RepeatedDimError, ShapeError
 from .._core.hints import Dims, ShapeLike, SizeArg
 from .._core.shapes import contiguous_strides, norm_dim, numel
 from ..graph._graph import record
@@ -179,8 +179,9 @@ def movedim(x: TensorBase, source: Dims, destination: Dims) -> TensorBase:
         raise ValueError(f"movedim: source {source} and destination {destination} must have the same length")
     src = [norm_dim(s, x.ndim, "movedim") for s in src]
     dst = [norm_dim(s, x.ndim, "movedim") for s in dst]
-    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-        raise ValueError(f"movedim: repeated dim in source {source} or destination {destination}")
+    for what, given, ds in (("source", source, src), ("destination", destination, dst)):
+        if len(set(ds)) != len(ds):
+            raise RepeatedDimError(f"movedim: repeated dim in {what} {given} (each dim may be named once)")
     order = [None] * x.ndim
     for s, d in zip(src, dst):
         order[d] = s
@@ -477,7 +478,8 @@ def _dims_arg(dims, ndim, op):
         dims = (dims,)
     out = tuple(norm_dim(d, ndim, op) for d in dims)
     if len(set(out)) != len(out):
-        raise ValueError(f"{op}: dim appears more than once in {tuple(dims)}")
+        dup = next(d for d in out if out.count(d) > 1)
+        raise RepeatedDimError(f"{op}: dim {dup} appears multiple times in the list of dims {tuple(dims)}")
     return out
 
 

@@ -55,6 +55,11 @@ def _sum_numpy(node, inputs, outputs):
     """sum for what the vectorized reduction does not take (other dtypes, dims that do not merge, empty)."""
     dims, keepdim = node.args
     x, out = inputs[0], outputs[0]
+    # a sum of nothing is 0; numpy refuses even an empty view with a dim past its size limit
+    if not x.numel():
+        if out.numel():
+            np_view(out)[...] = 0
+        return
     np_view(out)[...] = np.sum(np_view(x), axis=dims, keepdims=keepdim, dtype=out.dtype.np)
 
 

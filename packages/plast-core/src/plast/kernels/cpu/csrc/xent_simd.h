@@ -10,6 +10,8 @@ VTARGET static VT VN(xe_lse)(const VT *x, ptrdiff_t k) {
     for (; i + VW <= k; i += VW) m0 = vmax(m0, vload(x + i));
     if (i < k) m0 = vmax(m0, vloadn_fill(x + i, k - i, -INFINITY));
     VT m = vhmax(m0);
+    /* a +inf logit: torch's log_softmax is nan over the whole row (inf - inf), so its loss and gradient are nan */
+    if (m == INFINITY) return (VT)NAN;
     if (isinf(m)) m = 0;
     vf mv = vset1(m), s = vset1(0.0f);
     for (i = 0; i + VW <= k; i += VW) s = vadd(s, VN(v_exp)(vsub(vload(x + i), mv)));
