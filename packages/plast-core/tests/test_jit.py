@@ -194,3 +194,55 @@ def test_a_jitted_function_may_return_named_tuples():
             assert type(got) is type(want) and got._fields == want._fields
             for g, w in zip(got, want):
                 assert g.tolist() == w.tolist()
+
+
+def _grad_step(w):
+    def step(x):
+        loss = (w * x).sum()
+        loss.backward()
+        return loss
+
+    return plast.jit(step)
+
+
+def test_grad_set_to_none_between_calls_is_bound_again_by_each_replay():
+    # opt.zero_grad() outside the jitted step (set_to_none, torch's default): each call's .grad is that call's
+    w = plast.ones(3, requires_grad=True)
+    step = _grad_step(w)
+    for i in range(4):
+        w.grad = None
+        step(plast.ones(3) * (i + 1))
+        assert w.grad is not None and w.grad.tolist() == [i + 1.0] * 3
+    assert step.traces == 1 and step.replays == 3
+
+
+def test_grads_accumulate_across_calls_as_in_eager():
+    w = plast.ones(3, requires_grad=True)
+    step = _grad_step(w)
+    got = []
+    for i in range(5):
+        step(plast.ones(3) * (i + 1))
+        got.append(w.grad.tolist()[0])
+    assert got == [1.0, 3.0, 6.0, 10.0, 15.0]
+    assert step.traces == 2  # the first call starts from None, the second from a gradient
+    # a .grad the user puts there is accumulated into (its memory, in place), after one more trace
+    w.grad = plast.full((3,), 100.0)
+    step(plast.ones(3))
+    step(plast.ones(3))
+    assert w.grad.tolist() == [102.0] * 3 and step.traces == 3
+
+
+def test_zero_grad_inside_the_step_traces_once():
+    w = plast.ones(3, requires_grad=True)
+
+    def step(x):
+        w.grad = None
+        loss = (w * x).sum()
+        loss.backward()
+        return loss
+
+    fn = plast.jit(step)
+    for i in range(4):
+        fn(plast.ones(3) * (i + 1))
+        assert w.grad.tolist() == [i + 1.0] * 3
+    assert fn.traces == 1

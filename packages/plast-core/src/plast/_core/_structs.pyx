@@ -32,6 +32,24 @@ class Size(tuple):
         return n
 
 
+# While a @plast.jit trace records (graph/tape.py), the .grad each tensor had when the call began, for those whose
+# .grad the traced function assigns (zero_grad): autograd then knows whether a traced backward's gradient depends on
+# the .grad a later call starts with. None outside a trace: one pointer compare per assignment.
+cdef dict _grads_at_start = None
+
+
+def record_grads_at_start(dict d):
+    """Collect into `d` (or stop collecting, with None) each tensor's .grad before its first assignment."""
+    global _grads_at_start
+    _grads_at_start = d
+
+
+def grad_assigned_in_trace(t):
+    """Whether the @plast.jit function being traced has assigned t's .grad (then what the call began with is
+    not what its backward reads)."""
+    return _grads_at_start is not None and id(t) in _grads_at_start
+
+
 @cython.auto_pickle(False)
 cdef class TensorBase:
     """A tensor's fields and its most-read metadata. Other methods live on plast.Tensor (_tensor.py and the op
@@ -52,11 +70,13 @@ cdef class TensorBase:
     def grad(self, value):
         if value is not None:
             _check_grad(self, value)
+        if _grads_at_start is not None and id(self) not in _grads_at_start:
+            _grads_at_start[id(self)] = (self, self._grad)
         self._grad = value
 
     @grad.deleter
     def grad(self):
-        self._grad = None
+        self.grad = None
 
     @property
     def ndim(self):
