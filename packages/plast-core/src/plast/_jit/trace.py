@@ -35,7 +35,7 @@ import os
 from collections.abc import Callable
 from typing import Any, overload
 
-from .._core._structs import TensorBase
+from .._core._structs import TensorBase, record_grads_at_start
 from .._core.errors import JitError
 from ..graph import _replay
 from ..graph import tape as _tape_mod
@@ -183,12 +183,16 @@ class JitFunction:
 
         args2 = [sub(a) for a in args]
         kwargs2 = {k: sub(v) for k, v in kwargs.items()}
-        with recording(Trace()) as tape:
-            out = self.fn(*args2, **kwargs2)
-            leaves = []
-            tree = _flatten(out, leaves)
-            realize([t for t in leaves if t._storage is None])
-            results = [persistent_copy(t) for t in leaves]  # taped: copies into persistent memory
+        record_grads_at_start({})  # the .grad assignments the function makes (autograd/engine.py reads them)
+        try:
+            with recording(Trace()) as tape:
+                out = self.fn(*args2, **kwargs2)
+                leaves = []
+                tree = _flatten(out, leaves)
+                realize([t for t in leaves if t._storage is None])
+                results = [persistent_copy(t) for t in leaves]  # taped: copies into persistent memory
+        finally:
+            record_grads_at_start(None)
         self.traces += 1
         plan = Plan()
         plan.steps = tape.steps

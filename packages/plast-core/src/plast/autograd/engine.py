@@ -83,7 +83,7 @@ def _traced_grad(t, g):
     values."""
     if not grad_assigned_in_trace(t):
         r, start = weakref.ref(t), t.grad
-        tape.note_state_key(t, lambda: r() is not None and r().grad is start, True)
+        tape.note_state(t, lambda: r() is not None and r().grad is start, key=True)
     if t.grad is not None:
         t.grad.add_(g)  # in place: the plan reads and writes the memory .grad has
         return

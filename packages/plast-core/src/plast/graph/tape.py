@@ -25,7 +25,6 @@ import contextlib
 import weakref
 from collections.abc import Callable, Hashable
 
-from .._core._structs import record_grads_at_start
 from ..kernels.cpu.kernels import copy as cpu_copy
 from ..kernels.cpu.kernels import np_view
 from ..kernels.host import copy_values, host_array, write_host
@@ -51,14 +50,12 @@ def recording(tape):
     _tape = tape
     try:
         if tape.traces:
-            record_grads_at_start({})
             for listener in _trace_listeners:
                 listener(True)
         yield tape
     finally:
         _tape = None
         if tape.traces:
-            record_grads_at_start(None)
             for listener in _trace_listeners:
                 listener(False)
 
@@ -185,18 +182,11 @@ def note_random(fill_fn, t, what):
         _tape.kernel(lambda node, inputs, outputs: fill_fn(outputs[0]), None, [], [t], what, "random")
 
 
-def note_state(obj: object, keyfn: Callable[[], Hashable]) -> None:
-    """Record keyfn() of obj; a later call whose keyfn() differs traces again (modules: training flag and
-    parameters)."""
+def note_state(obj: object, keyfn: Callable[[], Hashable], key: Hashable = None) -> None:
+    """Record keyfn() of obj (or `key`, the value keyfn() must have when a later call begins); a later call whose
+    keyfn() differs traces again (modules: training flag and parameters)."""
     if tracing():
-        _tape.states.append((weakref.ref(obj), keyfn, keyfn()))
-
-
-def note_state_key(obj: object, keyfn: Callable[[], Hashable], key: Hashable) -> None:
-    """note_state with the key the plan is valid for given explicitly: keyfn() must equal `key` when a later call
-    begins (for a state the traced function itself changed before it was read: its value at the call's start)."""
-    if tracing():
-        _tape.states.append((weakref.ref(obj), keyfn, key))
+        _tape.states.append((weakref.ref(obj), keyfn, keyfn() if key is None else key))
 
 
 def runtime_input(fn: Callable[[], object]) -> None:
