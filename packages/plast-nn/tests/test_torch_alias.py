@@ -151,6 +151,112 @@ def _gpt_weights(rng):
     return w
 
 
+# pytorch/examples' word_language_model, shrunk (its model, repackage_hidden, clipping and the p.data update), with
+# makemore's import path for the DataLoader module
+LSTM_LM = """
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data.dataloader import DataLoader  # noqa: F401 (makemore imports it from here)
+
+
+class RNNModel(nn.Module):
+    def __init__(self, ntoken, ninp, nhid, nlayers):
+        super().__init__()
+        self.drop = nn.Dropout(0.0)
+        self.encoder = nn.Embedding(ntoken, ninp)
+        self.rnn = getattr(nn, sys.argv[2])(ninp, nhid, nlayers)
+        self.decoder = nn.Linear(nhid, ntoken)
+        self.nhid, self.nlayers = nhid, nlayers
+
+    def forward(self, input, hidden):
+        emb = self.drop(self.encoder(input))
+        output, hidden = self.rnn(emb, hidden)
+        output = self.drop(output)
+        decoded = self.decoder(output).view(-1, self.decoder.out_features)
+        return F.log_softmax(decoded, dim=1), hidden
+
+    def init_hidden(self, bsz):
+        weight = next(self.parameters())
+        if isinstance(self.rnn, nn.LSTM):
+            return (weight.new_zeros(self.nlayers, bsz, self.nhid), weight.new_zeros(self.nlayers, bsz, self.nhid))
+        return weight.new_zeros(self.nlayers, bsz, self.nhid)
+
+
+def repackage_hidden(h):
+    if isinstance(h, torch.Tensor):
+        return h.detach()
+    return tuple(repackage_hidden(v) for v in h)
+
+
+w = np.load(sys.argv[1])
+model = RNNModel(50, 12, 16, 2)
+with torch.no_grad():
+    for name, p in model.named_parameters():
+        p.copy_(torch.from_numpy(w[sys.argv[2] + "." + name]))
+criterion = nn.NLLLoss()
+data = torch.from_numpy(w["tokens"]).long()
+hidden = model.init_hidden(4)
+for i in range(0, 20):
+    x, y = data[i : i + 5], data[i + 1 : i + 6].reshape(-1)
+    hidden = repackage_hidden(hidden)
+    model.zero_grad()
+    output, hidden = model(x, hidden)
+    loss = criterion(output, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+    for p in model.parameters():
+        p.data.add_(p.grad, alpha=-5.0)
+    print(loss.item())
+"""
+
+
+def _rnn_weights(rng):
+    w = {"tokens": rng.integers(0, 50, (26, 4))}
+    for kind, gates in (("LSTM", 4), ("GRU", 3)):
+        w[f"{kind}.encoder.weight"] = rng.standard_normal((50, 12)).astype(np.float32)
+        for layer, n_in in ((0, 12), (1, 16)):
+            for name, shape in (
+                (f"weight_ih_l{layer}", (gates * 16, n_in)),
+                (f"weight_hh_l{layer}", (gates * 16, 16)),
+                (f"bias_ih_l{layer}", (gates * 16,)),
+                (f"bias_hh_l{layer}", (gates * 16,)),
+            ):
+                w[f"{kind}.rnn.{name}"] = rng.uniform(-0.25, 0.25, shape).astype(np.float32)
+        w[f"{kind}.decoder.weight"] = rng.uniform(-0.1, 0.1, (50, 16)).astype(np.float32)
+        w[f"{kind}.decoder.bias"] = np.zeros(50, np.float32)
+    return w
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_word_language_model_style_rnn_runs_unchanged(tmp_path, kind):
+    (tmp_path / "lm.py").write_text(LSTM_LM)
+    np.savez(tmp_path / "w.npz", **_rnn_weights(np.random.default_rng(1)))
+    ref = _losses(["lm.py", "w.npz", kind], tmp_path)
+    got = _losses(["-m", "plast.torch", "lm.py", "w.npz", kind], tmp_path)
+    assert len(ref) == len(got) == 20
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=0)
+
+
+def test_torch_utils_data_submodules_are_plast_data():
+    out = subprocess.run(
+        [sys.executable, "-c", (
+            "import plast.torch; plast.torch.install(); import plast.data as pd\n"
+            "from torch.utils.data.dataloader import DataLoader\n"
+            "from torch.utils.data.dataset import Dataset\n"
+            "from torch.utils.data.sampler import RandomSampler\n"
+            "from torch.utils.data.distributed import DistributedSampler\n"
+            "assert (DataLoader, Dataset, RandomSampler, DistributedSampler) == "
+            "(pd.DataLoader, pd.Dataset, pd.RandomSampler, pd.DistributedSampler)\n"
+        )],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+
+
 def _losses(args, cwd):
     out = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -43,6 +43,10 @@ ALIASES = {
     "torch.optim": "plast.optim",
     "torch.optim.lr_scheduler": "plast.optim.lr_scheduler",
     "torch.utils.data": "plast.data",
+    "torch.utils.data.dataloader": "plast.data.dataloader",
+    "torch.utils.data.dataset": "plast.data.dataset",
+    "torch.utils.data.sampler": "plast.data.sampler",
+    "torch.utils.data.distributed": "plast.data.sampler",  # DistributedSampler
     "torch.autograd": "plast.autograd",
     "torch.cuda": "plast.cuda",
     "torch.amp": "plast.amp",
