@@ -58,6 +58,9 @@ FAMILIES = {
             "floor_divide": "PLAST_BIN_FLOORDIV",
             "remainder": "PLAST_BIN_REMAINDER",
             "fmod": "PLAST_BIN_FMOD",
+            "atan2": "PLAST_BIN_ATAN2",
+            "copysign": "PLAST_BIN_COPYSIGN",
+            "nextafter": "PLAST_BIN_NEXTAFTER",
             "bitwise_and": "PLAST_BIN_BITAND",
             "bitwise_or": "PLAST_BIN_BITOR",
             "bitwise_xor": "PLAST_BIN_BITXOR",
@@ -70,7 +73,8 @@ FAMILIES = {
                 n: f"PLAST_UN_{n.upper()}"
                 for n in (
                     "exp log log1p sqrt rsqrt tanh sigmoid relu abs neg gelu_tanh gelu_erf silu erf square sign sin "
-                    "cos floor ceil trunc round exp2 log2 log10 expm1"
+                    "cos floor ceil trunc round exp2 log2 log10 expm1 asin acos atan asinh acosh atanh erfc erfinv lgamma "
+                    "digamma trigamma"
                 ).split()
             },
             "reciprocal": "PLAST_UN_RECIP",
@@ -192,8 +196,8 @@ def test_the_cpu_kernels_take_the_first_codes():
     # chain bytecode built on them); their tables are cut from the shared ones, not numbered again
     from plast.kernels.cpu import _fast, _kernels
 
-    assert codes.BINARY_CPU_COUNT == ENUMS["plast_binary"]["PLAST_BIN_FMOD"] + 1
-    assert codes.UNARY_CPU_COUNT == ENUMS["plast_unary"]["PLAST_UN_EXPM1"] + 1
+    assert codes.BINARY_CPU_COUNT == ENUMS["plast_binary"]["PLAST_BIN_NEXTAFTER"] + 1
+    assert codes.UNARY_CPU_COUNT == ENUMS["plast_unary"]["PLAST_UN_TRIGAMMA"] + 1
     assert _kernels.BINARY_CODES == {
         n: c for n, c in codes.BINARY_CODES.items() if c < codes.BINARY_CPU_COUNT
     }

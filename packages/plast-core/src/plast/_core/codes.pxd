@@ -32,6 +32,9 @@ cdef extern from "codes.h":
         PLAST_BIN_FLOORDIV
         PLAST_BIN_REMAINDER
         PLAST_BIN_FMOD
+        PLAST_BIN_ATAN2
+        PLAST_BIN_COPYSIGN
+        PLAST_BIN_NEXTAFTER
         PLAST_BIN_BITAND
         PLAST_BIN_BITOR
         PLAST_BIN_BITXOR
@@ -64,6 +67,17 @@ cdef extern from "codes.h":
         PLAST_UN_LOG2
         PLAST_UN_LOG10
         PLAST_UN_EXPM1
+        PLAST_UN_ASIN
+        PLAST_UN_ACOS
+        PLAST_UN_ATAN
+        PLAST_UN_ASINH
+        PLAST_UN_ACOSH
+        PLAST_UN_ATANH
+        PLAST_UN_ERFC
+        PLAST_UN_ERFINV
+        PLAST_UN_LGAMMA
+        PLAST_UN_DIGAMMA
+        PLAST_UN_TRIGAMMA
         PLAST_UN_BITNOT
     const int PLAST_UN_COUNT
     enum plast_compare:

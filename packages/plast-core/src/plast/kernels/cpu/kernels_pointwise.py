@@ -158,10 +158,14 @@ _UNARY_NP = {
 }
 
 
-# the rows the C unary kernel (csrc/unary.c) takes for float32/float64 ("round": to whole numbers)
+# the rows the C unary kernel (csrc/unary.c) takes for float32/float64 ("round": to whole numbers); the inverse
+# trig and special functions (ops/special.py) have no numpy form: their rows only ever see float32/float64
 _C_UNARY = {
     name: _fast.UNARY_CODES[name]
-    for name in ("floor", "ceil", "trunc", "round", "exp2", "log2", "log10", "expm1")
+    for name in (
+        "floor ceil trunc round exp2 log2 log10 expm1 "
+        "asin acos atan asinh acosh atanh erfc erfinv lgamma digamma trigamma"
+    ).split()
 }
 
 

@@ -335,7 +335,9 @@ BINARY_CODES = dict(codes.BINARY_CODES)
 COMPARE_CODES = dict(codes.COMPARE_CODES)
 # round_decimals (round with decimals != 0) is the .cu kernel's round with its `decimals` argument
 UNARY_CODES = dict(
-    codes.UNARY_CODES, reduce_safe_sqrt=codes.UNARY_CODES["sqrt"], round_decimals=codes.UNARY_CODES["round"]
+    codes.UNARY_CODES,
+    reduce_safe_sqrt=codes.UNARY_CODES["sqrt"],
+    round_decimals=codes.UNARY_CODES["round"],
 )
 PREDICATE_CODES = {
     name: codes.PREDICATE_CODES[name] for name in ("isfinite", "isnan", "isinf", "logical_not")
@@ -362,7 +364,8 @@ def _bstrides(op_, shape):
 
 
 def binary(node, inputs, outputs):
-    """add, sub, mul, div, maximum, minimum, pow, floor_divide, remainder, fmod and the bitwise ops."""
+    """add, sub, mul, div, maximum, minimum, pow, floor_divide, remainder, fmod, atan2, copysign, nextafter and
+    the bitwise ops."""
     out = outputs[0]
     if out.numel() == 0:
         return

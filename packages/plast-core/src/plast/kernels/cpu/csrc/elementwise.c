@@ -88,8 +88,15 @@ POW_BY_ONE(double, f64, sqrt, pow)
 #define S_REMAINDER_f64(x, y) remainder_f64(x, y)
 #define S_FMOD_f32(x, y)      fmodf(x, y)
 #define S_FMOD_f64(x, y)      fmod(x, y)
+#define S_ATAN2_f32(x, y)     atan2f(x, y)
+#define S_ATAN2_f64(x, y)     atan2(x, y)
+#define S_COPYSIGN_f32(x, y)  copysignf(x, y)
+#define S_COPYSIGN_f64(x, y)  copysign(x, y)
+#define S_NEXTAFTER_f32(x, y) nextafterf(x, y)
+#define S_NEXTAFTER_f64(x, y) nextafter(x, y)
 
-/* the float kernels: the integer ones' arithmetic, then pow, floor_divide, remainder and fmod */
+/* the float kernels: the integer ones' arithmetic, then pow, floor_divide, remainder, fmod, atan2,
+ * copysign and nextafter (libm) */
 #define SCALAR_FLOAT_KERNEL(T, SUF)                                                                                    \
     static void binary_scalar_##SUF(int op, const T *a, ptrdiff_t a_s, const T *b, ptrdiff_t b_s, T *out,              \
                                     ptrdiff_t n) {                                                                     \
@@ -101,6 +108,9 @@ POW_BY_ONE(double, f64, sqrt, pow)
         case PLAST_BIN_FLOORDIV: SCALAR_LOOP(T, S_FLOORDIV_##SUF) break;                                               \
         case PLAST_BIN_REMAINDER: SCALAR_LOOP(T, S_REMAINDER_##SUF) break;                                             \
         case PLAST_BIN_FMOD: SCALAR_LOOP(T, S_FMOD_##SUF) break;                                                       \
+        case PLAST_BIN_ATAN2: SCALAR_LOOP(T, S_ATAN2_##SUF) break;                                                     \
+        case PLAST_BIN_COPYSIGN: SCALAR_LOOP(T, S_COPYSIGN_##SUF) break;                                               \
+        case PLAST_BIN_NEXTAFTER: SCALAR_LOOP(T, S_NEXTAFTER_##SUF) break;                                             \
         default: binary_arith_##SUF(op, a, a_s, b, b_s, out, n);                                                       \
         }                                                                                                              \
     }
@@ -256,6 +266,9 @@ STRIDED_KERNEL(double, binary_strided_arith_f64)
         case PLAST_BIN_FLOORDIV: STRIDED_LOOP(T, S_FLOORDIV_##SUF) break;                                              \
         case PLAST_BIN_REMAINDER: STRIDED_LOOP(T, S_REMAINDER_##SUF) break;                                            \
         case PLAST_BIN_FMOD: STRIDED_LOOP(T, S_FMOD_##SUF) break;                                                      \
+        case PLAST_BIN_ATAN2: STRIDED_LOOP(T, S_ATAN2_##SUF) break;                                                    \
+        case PLAST_BIN_COPYSIGN: STRIDED_LOOP(T, S_COPYSIGN_##SUF) break;                                              \
+        case PLAST_BIN_NEXTAFTER: STRIDED_LOOP(T, S_NEXTAFTER_##SUF) break;                                            \
         default: binary_strided_arith_##SUF(op, x, sa, y, sb, o, so, n);                                               \
         }                                                                                                              \
     }

@@ -6,6 +6,7 @@
 // plast/_core/codes.h: PLAST_BIN_* (binary), PLAST_CMP_* (comparisons), PLAST_UN_* (unary), PLAST_PRED_*.
 #include "codes.h"
 #include "common.cuh"
+#include "special.h" // digamma, trigamma, erfinv: the CPU's functions (plast/_core/special.h)
 
 #include <type_traits>
 
@@ -42,6 +43,9 @@ template <typename T> __device__ __forceinline__ T float_binary(int op, T a, T b
         return m;
     }
     case PLAST_BIN_FMOD: return fmod(a, b);
+    case PLAST_BIN_ATAN2: return atan2(a, b);
+    case PLAST_BIN_COPYSIGN: return copysign(a, b);
+    case PLAST_BIN_NEXTAFTER: return nextafter(a, b);
     default: return Limits<T>::nan();
     }
 }
@@ -180,6 +184,18 @@ template <typename T> __device__ __forceinline__ T float_unary(int op, T x, int 
     case PLAST_UN_RECIP: return T(1) / x;
     case PLAST_UN_RSQRT: return T(1) / sqrt(x);
     case PLAST_UN_SQUARE: return x * x;
+    case PLAST_UN_ASIN: return asin(x);
+    case PLAST_UN_ACOS: return acos(x);
+    case PLAST_UN_ATAN: return atan(x);
+    case PLAST_UN_ASINH: return asinh(x);
+    case PLAST_UN_ACOSH: return acosh(x);
+    case PLAST_UN_ATANH: return atanh(x);
+    // in double, rounded once, as the CPU computes them (csrc/unary.c)
+    case PLAST_UN_ERFC: return (T)erfc((double)x);
+    case PLAST_UN_LGAMMA: return (T)lgamma((double)x);
+    case PLAST_UN_ERFINV: return (T)plast_erfinv((double)x);
+    case PLAST_UN_DIGAMMA: return (T)plast_digamma((double)x);
+    case PLAST_UN_TRIGAMMA: return (T)plast_trigamma((double)x);
     default: return Limits<T>::nan();
     }
 }

@@ -1,0 +1,97 @@
+/* Special functions libm lacks, in double precision (float32 is computed through them and rounded once):
+ * digamma, trigamma (polygamma(1, x), digamma's derivative) and erfinv. Scalar code: these are rare ops, where
+ * torch's results, not speed, are the point. Shared by the CPU kernels (csrc/unary.c) and CUDA
+ * (cu/elementwise.cu), so both devices give the same values; plain C, no recursion (device code). */
+#ifndef PLAST_SPECIAL_H
+#define PLAST_SPECIAL_H
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define PLAST_SPECIAL __device__ static inline
+#else
+#define PLAST_SPECIAL static inline
+#endif
+
+#define PLAST_PI 3.14159265358979323846
+
+/* psi(x) for x > 0 */
+PLAST_SPECIAL double plast_digamma_pos(double x) {
+    /* psi(x) = psi(x + 1) - 1 / x moves x up to 10, where the asymptotic series (Bernoulli numbers B2..B14)
+     * is below double rounding: the next term is 0.44 / x^16 */
+    double acc = 0.0;
+    while (x < 10.0) {
+        acc -= 1.0 / x;
+        x += 1.0;
+    }
+    double z = 1.0 / (x * x);
+    double tail =
+        z * (1.0 / 12 -
+             z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 - z * (1.0 / 132 - z * (691.0 / 32760 - z / 12))))));
+    return acc + log(x) - 0.5 / x - tail;
+}
+
+/* psi'(x) for x >= 1/2 */
+PLAST_SPECIAL double plast_trigamma_pos(double x) {
+    double acc = 0.0;
+    while (x < 10.0) {
+        acc += 1.0 / (x * x);
+        x += 1.0;
+    }
+    /* 1/x + 1/(2x^2) + sum B2k / x^(2k+1), k = 1..7 (the next term is 7.1 / x^17) */
+    double z = 1.0 / (x * x);
+    double tail =
+        z * (1.0 / 6 -
+             z * (1.0 / 30 - z * (1.0 / 42 - z * (1.0 / 30 - z * (5.0 / 66 - z * (691.0 / 2730 - z * (7.0 / 6)))))));
+    return acc + (1.0 + 0.5 / x + tail) / x;
+}
+
+/* psi(x) = d/dx ln Gamma(x), torch's values at the edges: -inf at +0 and +inf at -0 (the limit from each side),
+ * NaN at the negative integers (poles with both signs) and at -inf. */
+PLAST_SPECIAL double plast_digamma(double x) {
+    if (isnan(x)) return x;
+    if (x == 0) return copysign(INFINITY, -x);
+    if (x < 0) {
+        if (x == floor(x)) return NAN;
+        /* reflection: psi(x) = psi(1 - x) - pi / tan(pi x); tan has period pi, so the fractional part of x
+         * gives the same tangent without the rounding of pi * x for large |x| */
+        return plast_digamma_pos(1.0 - x) - PLAST_PI / tan(PLAST_PI * (x - floor(x)));
+    }
+    return plast_digamma_pos(x);
+}
+
+/* psi'(x): +inf at the poles (0 and the negative integers, where it goes to +inf from both sides) */
+PLAST_SPECIAL double plast_trigamma(double x) {
+    if (isnan(x)) return x;
+    if (x <= 0 && x == floor(x)) return INFINITY;
+    if (x < 0.5) {
+        /* reflection: psi'(x) + psi'(1 - x) = pi^2 / sin^2(pi x); sin^2 has period 1, so x - round(x) keeps the
+         * argument small and exact */
+        double s = sin(PLAST_PI * (x - nearbyint(x)));
+        return PLAST_PI * PLAST_PI / (s * s) - plast_trigamma_pos(1.0 - x);
+    }
+    return plast_trigamma_pos(x);
+}
+
+/* erf^-1(x) on [-1, 1]: +-inf at +-1, NaN outside. A closed-form start within 0.2% (Winitzki's approximation of
+ * erf, inverted), then Halley steps on erf(y) = |x|; each step triples the correct digits, so three reach double
+ * rounding. Above 1/2 the residual is taken as (1 - |x|) - erfc(y): 1 - |x| is exact there, and erf(y) - |x|
+ * would cancel to nothing as |x| nears 1. */
+PLAST_SPECIAL double plast_erfinv(double x) {
+    double ax = fabs(x);
+    if (isnan(x) || ax > 1.0) return NAN;
+    if (ax == 1.0) return copysign(INFINITY, x);
+    if (ax == 0.0) return x; /* keeps -0 */
+    const double a = 0.147;
+    double l = log((1.0 - ax) * (1.0 + ax));
+    double c = 2.0 / (PLAST_PI * a) + 0.5 * l;
+    double y = sqrt(sqrt(c * c - l / a) - c);
+    for (int k = 0; k < 3; k++) {
+        double r = ax < 0.5 ? erf(y) - ax : (1.0 - ax) - erfc(y); /* erf(y) - |x| */
+        double d = 1.12837916709551257390 * exp(-y * y);          /* erf'(y) = 2 / sqrt(pi) e^(-y^2) */
+        y -= r / (d + y * r);                                     /* Halley: erf''(y) = -2y erf'(y) */
+    }
+    return copysign(y, x);
+}
+
+#endif
