@@ -64,6 +64,10 @@ FAMILIES = {
             "bitwise_and": "PLAST_BIN_BITAND",
             "bitwise_or": "PLAST_BIN_BITOR",
             "bitwise_xor": "PLAST_BIN_BITXOR",
+            "gcd": "PLAST_BIN_GCD",
+            "lcm": "PLAST_BIN_LCM",
+            "bitwise_left_shift": "PLAST_BIN_SHL",
+            "bitwise_right_shift": "PLAST_BIN_SHR",
         },
     ),
     "plast_unary": (

@@ -434,3 +434,112 @@ def test_the_new_kernels_fuse_into_one_chain():
     assert list(fired) == ["elementwise_chain"]
     tx = torch.tensor(np.linspace(-0.4, 0.4, 12).reshape(3, 4), dtype=torch.float32)
     np.testing.assert_allclose(got, torch.atan2(torch.erfc(torch.asin(tx * 2.0)), tx).numpy(), rtol=1e-6)
+
+
+# ---- integer ops: gcd, lcm, the shifts ----
+
+INTEGER = ["gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift"]
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("name", INTEGER)
+def test_integer_ops_like_torch(name, dtype):
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    bits = 8 * np.dtype(dtype).itemsize
+    a = rng.integers(-1000, 1000, (3, 1, 6)).astype(dtype)
+    b = rng.integers(-1000, 1000, (4, 1)).astype(dtype)  # broadcast: (3, 4, 6)
+    if "shift" in name:  # counts in and out of range: < 0, up to and past the width
+        b = rng.integers(-3, bits + 3, (4, 6)).astype(dtype)
+        b[0, :4] = (-1, 0, bits - 1, bits)
+    a[0, 0, :4] = (0, 0, np.iinfo(dtype).max, np.iinfo(dtype).min + 1)
+    if "shift" in name:  # (gcd and lcm of the most negative value: below, torch's differ)
+        a[0, 0, 2] = np.iinfo(dtype).min
+    ta, tb, pa, pb = torch.tensor(a), torch.tensor(b), plast.tensor(a), plast.tensor(b)
+    got, want = getattr(plast, name)(pa, pb), getattr(torch, name)(ta, tb)
+    assert str(got.dtype).split(".")[-1] == dtype
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(getattr(pa, name)(pb).numpy(), want.numpy())  # the method
+    # non-contiguous operands
+    bsl = (slice(None, None, 2), slice(None, None, 2 if "shift" in name else 1))
+    np.testing.assert_array_equal(
+        getattr(plast, name)(pa[..., ::2], pb[bsl]).numpy(),
+        getattr(torch, name)(ta[..., ::2], tb[bsl]).numpy(),
+    )
+    # in place
+    x = plast.tensor(a)
+    assert getattr(x, name + "_")(pb[0]) is x
+    np.testing.assert_array_equal(x.numpy(), getattr(torch, name)(ta, tb[0]).numpy())
+
+
+def test_gcd_of_the_most_negative_value_does_not_crash():
+    # numpy's signed gcd divides INT_MIN by -1 (SIGFPE); plast works on the magnitudes in uint64, so gcd(INT_MIN,
+    # -1) is 1 and gcd(INT_MIN, 0) wraps to INT_MIN as |INT_MIN| does (torch's abs(INT_MIN) wraps too, but its
+    # gcd(INT_MIN, 468) comes out negative, -4: plast gives 4)
+    for dt in (plast.int32, plast.int64):
+        lo = -(2 ** (31 if dt is plast.int32 else 63))
+        a = plast.tensor([lo, lo, lo, lo], dtype=dt)
+        b = plast.tensor([-1, 0, 468, 2], dtype=dt)
+        assert plast.gcd(a, b).tolist() == [1, lo, 4, 2]
+        lcm = plast.lcm(a, b).tolist()
+        assert lcm[:2] == [lo, 0] and lcm[3] == lo  # |INT_MIN| * 1 wraps back to INT_MIN
+
+
+def test_shift_operators_like_torch():
+    t, p = torch.tensor([1, -8, 3]), plast.tensor([1, -8, 3])
+    assert (p << 2).tolist() == (t << 2).tolist() and (p >> 1).tolist() == (t >> 1).tolist()
+    assert (1 << p.abs()).tolist() == (1 << t.abs()).tolist()
+    assert (100 >> p.abs()).tolist() == (100 >> t.abs()).tolist()
+    p <<= 1
+    assert p.tolist() == [2, -16, 6]
+    # int32 with an int64 count promotes to int64, as torch
+    r = plast.bitwise_left_shift(plast.tensor([1], dtype=plast.int32), plast.tensor([40]))
+    assert r.dtype == plast.int64 and r.tolist() == [1 << 40]
+
+
+@pytest.mark.parametrize("name", INTEGER)
+def test_integer_ops_refuse_floats_and_bools_like_torch(name):
+    for tdt, pdt in ((torch.float32, plast.float32), (torch.bool, plast.bool)):
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            getattr(torch, name)(torch.tensor([1, 0], dtype=tdt), torch.tensor([1, 1], dtype=tdt))
+        with pytest.raises(TypeError, match="integer"):
+            getattr(plast, name)(plast.tensor([1, 0], dtype=pdt), plast.tensor([1, 1], dtype=pdt))
+    with pytest.raises(TypeError, match="integer"):
+        getattr(plast, name)(plast.tensor([4, 6]), 1.5)  # a float scalar promotes to float
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("p", [1, 2, 4])
+def test_mvlgamma_like_torch(p, dtype):
+    rng = np.random.default_rng(p)
+    a = rng.uniform((p - 1) / 2 + 0.05, 6.0, (3, 5)).astype(dtype)
+    x, t = plast.tensor(a, requires_grad=True), torch.tensor(a.astype(np.float64), requires_grad=True)
+    y, ty = plast.mvlgamma(x, p), torch.mvlgamma(t, p)
+    _close(y.detach().numpy(), ty.detach().numpy(), dtype)
+    y.sum().backward()
+    ty.sum().backward()
+    _close(x.grad.numpy(), t.grad.numpy(), dtype, GTOL)
+    assert np.array_equal(x.mvlgamma(p).detach().numpy(), y.detach().numpy())
+    # torch checks no domain: below (p - 1) / 2 and at the poles it is the sum's value
+    edge = np.array([0.5, 0.25, 1.0, NAN, INF], dtype)
+    np.testing.assert_allclose(
+        plast.mvlgamma(plast.tensor(edge), p).numpy(),
+        torch.mvlgamma(torch.tensor(edge), p).numpy(),
+        rtol=1e-5,
+        equal_nan=True,
+    )
+
+
+def test_mvlgamma_p_and_integers_like_torch():
+    with pytest.raises(RuntimeError):
+        torch.mvlgamma(torch.tensor([2.0]), 0)
+    with pytest.raises(ValueError, match="p has to be"):
+        plast.mvlgamma(plast.tensor([2.0]), 0)
+    with pytest.raises(TypeError):
+        plast.mvlgamma(plast.tensor([2.0]), 1.5)
+    got = plast.mvlgamma(plast.tensor([2, 3]), 2)
+    assert got.dtype == plast.float32
+    np.testing.assert_allclose(got.numpy(), torch.mvlgamma(torch.tensor([2, 3]), 2).numpy(), rtol=1e-6)
+    x = plast.tensor([2.0, 3.0])
+    assert x.mvlgamma_(2) is x
+    with pytest.raises(RuntimeError):
+        plast.tensor([2, 3]).mvlgamma_(2)

@@ -146,13 +146,10 @@ greater_equal less_equal not_equal isfinite isinf isnan isposinf isneginf isreal
 NOT_YET = {
     # special functions: need kernels (series / rational approximations). polygamma would need the Hurwitz zeta
     # function for every order n (digamma's gradient uses an internal trigamma row, polygamma(1, x), only);
-    # mvlgamma is a sum of lgamma but torch checks its domain (x > (p - 1) / 2) from the values; igamma(c) need
-    # the regularized incomplete gamma function and its continued fraction
-    "i0", "igamma", "igammac", "mvlgamma", "polygamma",
+    # igamma(c) need the regularized incomplete gamma function and its continued fraction
+    "i0", "igamma", "igammac", "polygamma",
     # float bit-level ops: frexp has two outputs (a float mantissa and an int32 exponent) and no row shape yet
     "frexp",
-    # integer ops not written yet
-    "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift",
 }  # fmt: skip
 
 

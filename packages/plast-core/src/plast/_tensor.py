@@ -469,6 +469,13 @@ class Tensor(TensorBase):
     ldexp_ = inplace_ops.ldexp_
     heaviside_ = inplace_ops.heaviside_
     float_power_ = inplace_ops.float_power_
+    mvlgamma_ = inplace_ops.mvlgamma_
+    gcd_ = inplace_ops.gcd_
+    lcm_ = inplace_ops.lcm_
+    bitwise_left_shift_ = inplace_ops.bitwise_left_shift_
+    bitwise_right_shift_ = inplace_ops.bitwise_right_shift_
+    __ilshift__ = inplace_ops.bitwise_left_shift_
+    __irshift__ = inplace_ops.bitwise_right_shift_
 
     # ops/linalg.py
     matmul = linalg_ops.matmul
@@ -532,6 +539,14 @@ class Tensor(TensorBase):
     bitwise_or = pointwise_ops.bitwise_or
     bitwise_xor = pointwise_ops.bitwise_xor
     bitwise_not = pointwise_ops.bitwise_not
+    bitwise_left_shift = pointwise_ops.bitwise_left_shift
+    bitwise_right_shift = pointwise_ops.bitwise_right_shift
+    __lshift__ = pointwise_ops.bitwise_left_shift
+    __rshift__ = pointwise_ops.bitwise_right_shift
+    __rlshift__ = pointwise_ops._rlshift
+    __rrshift__ = pointwise_ops._rrshift
+    gcd = pointwise_ops.gcd
+    lcm = pointwise_ops.lcm
     isfinite = pointwise_ops.isfinite
     isnan = pointwise_ops.isnan
     isinf = pointwise_ops.isinf
@@ -701,6 +716,7 @@ class Tensor(TensorBase):
     float_power = composite_ops.float_power
     sinc = composite_ops.sinc
     ldexp = composite_ops.ldexp
+    mvlgamma = composite_ops.mvlgamma
     cosh = composite_ops.cosh
     deg2rad = composite_ops.deg2rad
     divide = composite_ops.divide

@@ -35,7 +35,7 @@ enum plast_reduction {
 };
 
 /* binary arithmetic (torch's add, sub, mul, div, maximum, minimum, pow, floor_divide, remainder, fmod, atan2,
- * copysign, nextafter, bitwise_and/or/xor). The CPU kernels (csrc/elementwise.c) and the elementwise-chain
+ * copysign, nextafter, bitwise_and/or/xor, gcd, lcm, the shifts). The CPU kernels (csrc/elementwise.c) and the elementwise-chain
  * bytecode take the first PLAST_BIN_COUNT (add..nextafter; pow..nextafter for float32/float64 only); CUDA
  * (cu/elementwise.cu) takes them all. */
 enum plast_binary {
@@ -55,6 +55,10 @@ enum plast_binary {
     PLAST_BIN_BITAND = 13,
     PLAST_BIN_BITOR = 14,
     PLAST_BIN_BITXOR = 15,
+    PLAST_BIN_GCD = 16, /* integers only, like the bitwise ops: the CPU runs them through numpy */
+    PLAST_BIN_LCM = 17,
+    PLAST_BIN_SHL = 18, /* bitwise_left_shift: 0 for a count < 0 or >= the width */
+    PLAST_BIN_SHR = 19, /* bitwise_right_shift: the sign for a count < 0 or >= the width */
 };
 #define PLAST_BIN_COUNT (PLAST_BIN_NEXTAFTER + 1) /* the binary codes the CPU kernels take */
 

@@ -38,6 +38,10 @@ cdef extern from "codes.h":
         PLAST_BIN_BITAND
         PLAST_BIN_BITOR
         PLAST_BIN_BITXOR
+        PLAST_BIN_GCD
+        PLAST_BIN_LCM
+        PLAST_BIN_SHL
+        PLAST_BIN_SHR
     const int PLAST_BIN_COUNT
     enum plast_unary:
         PLAST_UN_EXP

@@ -15,7 +15,7 @@ import ml_dtypes
 from .._core import dtypes
 from .._core.errors import DTypeError
 from .._core.hints import TensorBase, TensorOrNumber
-from . import creation, movement, pointwise, unary
+from . import creation, movement, pointwise, special, unary
 from .elementwise import add, div, mul, neg, sub
 
 
@@ -207,6 +207,25 @@ def ldexp(input: TensorBase, other: TensorBase) -> TensorBase:
     return movement.cast(wide, x.dtype)
 
 
+def mvlgamma(input: TensorBase, p: int) -> TensorBase:
+    """The multivariate log-gamma function of dimension p: p (p - 1) / 4 log(pi) + sum over j < p of
+    lgamma(x - j / 2); integers give float32. Like torch, no domain check (below (p - 1) / 2 the value is what
+    the sum gives, inf at the poles).
+
+    >>> round(plast.mvlgamma(plast.tensor([2.5]), 3).item(), 4)
+    1.881
+    """
+    if not isinstance(p, int) or isinstance(p, bool):
+        raise TypeError(f"mvlgamma: p must be an int, got {type(p).__name__}")
+    if p < 1:
+        raise ValueError(f"mvlgamma: p has to be greater than or equal to 1, got {p}")
+    x = _float(_tensor(input))
+    out = special.lgamma(x)
+    for j in range(1, p):
+        out = add(out, special.lgamma(sub(x, 0.5 * j)))
+    return add(out, p * (p - 1) / 4 * math.log(math.pi)) if p > 1 else out
+
+
 # torch's alias names: the same functions
 absolute = unary.abs
 divide = div
@@ -246,6 +265,7 @@ __all__ = [
     "logaddexp2",
     "logit",
     "multiply",
+    "mvlgamma",
     "nan_to_num",
     "negative",
     "not_equal",

@@ -17,7 +17,7 @@ from ..graph import inplace as _engine
 from ..graph.inplace import write_inplace
 from ..kernels.cpu.kernels import np_view
 from ..kernels.host import host_array, write_host
-from . import composites, movement, random, special
+from . import composites, movement, pointwise, random, special
 from .creation import _fill_random_cuda, empty
 from .device import to_device
 from .elementwise import add, div, mul, sub
@@ -150,6 +150,26 @@ def float_power_(t: TensorBase, exponent: TensorOrNumber) -> TensorBase:
             f"float_power_: the result is float64, which can't be stored in {t.dtype} in place"
         )
     return apply_inplace(t, lambda old: composites.float_power(old, exponent), "float_power_")
+
+
+def mvlgamma_(t: TensorBase, p: int) -> TensorBase:
+    return _float_inplace(t, composites.mvlgamma, "mvlgamma_", p)
+
+
+def gcd_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return apply_inplace(t, lambda old: pointwise.gcd(old, other), "gcd_")
+
+
+def lcm_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return apply_inplace(t, lambda old: pointwise.lcm(old, other), "lcm_")
+
+
+def bitwise_left_shift_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return apply_inplace(t, lambda old: pointwise.bitwise_left_shift(old, other), "bitwise_left_shift_")
+
+
+def bitwise_right_shift_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return apply_inplace(t, lambda old: pointwise.bitwise_right_shift(old, other), "bitwise_right_shift_")
 
 
 def fill_(t: TensorBase, value: TensorOrNumber) -> TensorBase:

@@ -83,6 +83,23 @@ template <typename T> __device__ __forceinline__ T int_binary(int op, T a, T b, 
     case PLAST_BIN_BITAND: return a & b;
     case PLAST_BIN_BITOR: return a | b;
     case PLAST_BIN_BITXOR: return a ^ b;
+    case PLAST_BIN_GCD:
+    case PLAST_BIN_LCM: {
+        // Euclid on the magnitudes (unsigned: |INT_MIN| fits), as torch's: gcd(INT_MIN, 0) wraps to INT_MIN
+        U x = a < 0 ? U(0) - (U)a : (U)a, y = b < 0 ? U(0) - (U)b : (U)b;
+        while (y != 0) {
+            U t = x % y;
+            x = y;
+            y = t;
+        }
+        if (op == PLAST_BIN_GCD) return (T)x;
+        if (x == 0) return T(0);
+        T r = (T)((U)(a / (T)x) * (U)b); // torch's |a / gcd * b|, wrapping where it overflows
+        return r < 0 ? (T)(U(0) - (U)r) : r;
+    }
+    // shifts by a negative count or by the width or more: 0 to the left, the sign to the right (torch's rule)
+    case PLAST_BIN_SHL: return b < 0 || b >= T(8 * sizeof(T)) ? T(0) : (T)((U)a << b);
+    case PLAST_BIN_SHR: return b < 0 || b >= T(8 * sizeof(T)) ? (a < 0 ? T(-1) : T(0)) : (T)(a >> b);
     default: return 0;
     }
 }
