@@ -1,6 +1,6 @@
 """torch's inverse trig and hyperbolic functions, atan2, erfc, erfinv, lgamma, digamma, the float bit-level ops
 (copysign, nextafter, signbit) and the NaN-aware composites (fmax, fmin, nan_to_num, heaviside, isreal,
-float_power, sinc, ldexp) against torch: values and gradients on random inputs, float32 and float64, broadcast and
+float_power, sinc, ldexp), i0, gcd, lcm, the shifts and mvlgamma against torch: values and gradients on random inputs, float32 and float64, broadcast and
 non-contiguous operands, the special values at the domain edges, integer promotion, and the method, in-place and
 alias forms (issue 18).
 
@@ -32,6 +32,7 @@ UNARY = {
     "lgamma": (0.05, 8.0),
     "digamma": (0.05, 8.0),
     "sinc": (-3.0, 3.0),
+    "i0": (-12.0, 12.0),
 }
 ALIASES = {
     "arcsin": "asin",
@@ -124,7 +125,15 @@ EDGES = {
     "lgamma": [0.0, -0.0, -1.0, -2.0, -0.5, -2.5, 1.0, 2.0, 1e-30, INF, -INF, 1e30, NAN],
     "digamma": [0.0, -0.0, -1.0, -2.0, -0.5, -2.5, -100.25, 1.0, 1e-30, 1e30, INF, -INF, NAN],
     "sinc": [0.0, -0.0, 1.0, -1.0, 0.5, 1e-20, 1e6 + 0.5, INF, -INF, NAN],
+    # either side of the switch to the asymptotic series (30), float32's and float64's overflow
+    "i0": [0.0, -0.0, 1e-20, 29.99, 30.01, -30.5, 88.0, 100.0, 709.0, 710.0, NAN],
 }
+
+
+def test_i0_of_infinity_is_infinity_where_torch_says_nan():
+    # a deliberate difference: I0(+-inf) is +inf (the limit; scipy says so too); torch's Chebyshev form gives nan
+    assert torch.i0(torch.tensor([INF, -INF])).isnan().all()
+    assert plast.i0(plast.tensor([INF, -INF])).tolist() == [INF, INF]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

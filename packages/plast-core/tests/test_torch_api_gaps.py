@@ -147,7 +147,7 @@ NOT_YET = {
     # special functions: need kernels (series / rational approximations). polygamma would need the Hurwitz zeta
     # function for every order n (digamma's gradient uses an internal trigamma row, polygamma(1, x), only);
     # igamma(c) need the regularized incomplete gamma function and its continued fraction
-    "i0", "igamma", "igammac", "polygamma",
+    "igamma", "igammac", "polygamma",
     # float bit-level ops: frexp has two outputs (a float mantissa and an int32 exponent) and no row shape yet
     "frexp",
 }  # fmt: skip

@@ -289,6 +289,7 @@ from .ops.special import (
     digamma,
     erfc,
     erfinv,
+    i0,
     lgamma,
     nextafter,
     signbit,

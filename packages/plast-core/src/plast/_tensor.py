@@ -462,6 +462,7 @@ class Tensor(TensorBase):
     erfinv_ = inplace_ops.erfinv_
     lgamma_ = inplace_ops.lgamma_
     digamma_ = inplace_ops.digamma_
+    i0_ = inplace_ops.i0_
     copysign_ = inplace_ops.copysign_
     nextafter_ = inplace_ops.nextafter_
     nan_to_num_ = inplace_ops.nan_to_num_
@@ -702,6 +703,7 @@ class Tensor(TensorBase):
     erfinv = special_ops.erfinv
     lgamma = special_ops.lgamma
     digamma = special_ops.digamma
+    i0 = special_ops.i0
     copysign = special_ops.copysign
     nextafter = special_ops.nextafter
     signbit = special_ops.signbit

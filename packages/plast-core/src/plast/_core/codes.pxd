@@ -82,6 +82,8 @@ cdef extern from "codes.h":
         PLAST_UN_LGAMMA
         PLAST_UN_DIGAMMA
         PLAST_UN_TRIGAMMA
+        PLAST_UN_I0
+        PLAST_UN_I1
         PLAST_UN_BITNOT
     const int PLAST_UN_COUNT
     enum plast_compare:

@@ -92,6 +92,8 @@ UNARY_CODES = {
     "lgamma": PLAST_UN_LGAMMA,
     "digamma": PLAST_UN_DIGAMMA,
     "trigamma": PLAST_UN_TRIGAMMA,
+    "i0": PLAST_UN_I0,
+    "i1": PLAST_UN_I1,
     "bitwise_not": PLAST_UN_BITNOT,
 }
 UNARY_CPU_COUNT = PLAST_UN_COUNT

@@ -1,6 +1,6 @@
 /* Special functions libm lacks, in double precision (float32 is computed through them and rounded once):
- * digamma, trigamma (polygamma(1, x), digamma's derivative) and erfinv. Scalar code: these are rare ops, where
- * torch's results, not speed, are the point. Shared by the CPU kernels (csrc/unary.c) and CUDA
+ * digamma, trigamma (polygamma(1, x), digamma's derivative), erfinv, and the Bessel functions I0 and I1. Scalar
+ * code: these are rare ops, where torch's results, not speed, are the point. Shared by the CPU kernels (csrc/unary.c) and CUDA
  * (cu/elementwise.cu), so both devices give the same values; plain C, no recursion (device code). */
 #ifndef PLAST_SPECIAL_H
 #define PLAST_SPECIAL_H
@@ -92,6 +92,35 @@ PLAST_SPECIAL double plast_erfinv(double x) {
         y -= r / (d + y * r);                                     /* Halley: erf''(y) = -2y erf'(y) */
     }
     return copysign(y, x);
+}
+
+/* The modified Bessel functions I0 and I1 (torch.i0, and i0's derivative I1). Up to |x| = 30 the power series,
+ * whose terms are all positive (no cancellation); above it the asymptotic series e^x / sqrt(2 pi x) (1 + ...),
+ * summed while its terms shrink (to about k = 2|x|, far below double rounding). Like torch's, the result is inf
+ * once e^|x| overflows (|x| > 709.78), a little before I0 itself does. */
+PLAST_SPECIAL double plast_bessel_i(int order, double x) {
+    double ax = fabs(x);
+    if (isnan(x)) return x;
+    if (isinf(x)) return order == 1 ? x : ax;
+    double r;
+    if (ax <= 30.0) {
+        double q = 0.25 * x * x, term = order == 0 ? 1.0 : 0.5 * ax, sum = term;
+        for (int k = 1; k < 500 && term > 1e-17 * sum; k++) {
+            term *= q / ((double)k * (double)(k + order));
+            sum += term;
+        }
+        r = sum;
+    } else {
+        double mu = 4.0 * order * order, term = 1.0, sum = 1.0;
+        for (int k = 1; k < 500; k++) {
+            double next = -term * (mu - (2.0 * k - 1) * (2.0 * k - 1)) / (8.0 * k * ax);
+            if (fabs(next) >= fabs(term) || fabs(next) < 1e-17 * fabs(sum)) break;
+            term = next;
+            sum += term;
+        }
+        r = exp(ax) * sum / sqrt(2.0 * PLAST_PI * ax);
+    }
+    return order == 1 && x < 0 ? -r : r; /* I0 is even, I1 odd */
 }
 
 #endif

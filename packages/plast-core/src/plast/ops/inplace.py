@@ -117,6 +117,10 @@ def digamma_(t: TensorBase) -> TensorBase:
     return _float_inplace(t, special.digamma, "digamma_")
 
 
+def i0_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.i0, "i0_")
+
+
 def copysign_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
     return _float_inplace(t, special.copysign, "copysign_", other)
 

@@ -1,10 +1,10 @@
-"""Inverse trigonometric and hyperbolic functions, atan2, the special functions erfc, erfinv, lgamma and
-digamma, and the float bit-level ops copysign, nextafter and signbit: rows of the op table with their backward
+"""Inverse trigonometric and hyperbolic functions, atan2, the special functions erfc, erfinv, lgamma, digamma
+and i0, and the float bit-level ops copysign, nextafter and signbit: rows of the op table with their backward
 rules.
 
 Each is a primitive: none has a composite of plast's ops that is exact at its edges (atan of large x, asin near
 +-1, lgamma at its poles, erfc in the tail where 1 - erf(x) is 0). The kernels are csrc/unary.c's and
-csrc/elementwise.c's (libm, and _core/special.h for erfinv, digamma and trigamma), so the rows fuse into
+csrc/elementwise.c's (libm, and _core/special.h for erfinv, digamma, trigamma, i0 and i1), so the rows fuse into
 elementwise chains like exp or pow. Integer and bool inputs give float32, as in torch; 16-bit inputs are computed
 in float32 and rounded once (the rows are not ``half``).
 """
@@ -91,6 +91,10 @@ DIGAMMA = register(
 # written yet, and tests/test_op_table.py checks a fusible row through its public function, so it takes no
 # chain opcode). NOTE: no backward of its own, so digamma has no second derivative
 TRIGAMMA = register("trigamma", cpu=cpu_pointwise.unary)
+# i0'(x) = I1(x): I1 is recorded only by i0's backward (torch names it torch.special.i1; plast has no special
+# namespace yet), so, like trigamma, it takes no chain opcode and has no backward (no second derivative of i0)
+I0 = register("i0", cpu=cpu_pointwise.unary, chain="i0", backward=_bw(lambda n, x, g: mul(g, _i1(x))))
+I1 = register("i1", cpu=cpu_pointwise.unary)
 
 
 def _atan2_bw(node, g):
@@ -197,6 +201,19 @@ def digamma(input: TensorBase) -> TensorBase:
     return _float_unary(DIGAMMA, input)
 
 
+def i0(input: TensorBase) -> TensorBase:
+    """The modified Bessel function of the first kind of order 0 (even; inf beyond |x| = 713.9).
+
+    >>> round(plast.i0(plast.tensor([1.0])).item(), 5)
+    1.26607
+    """
+    return _float_unary(I0, input)
+
+
+def _i1(x):
+    return record(I1, (x,), (), [(x.shape, x.dtype)], x.device)[0]
+
+
 def _trigamma(x):
     return record(TRIGAMMA, (x,), (), [(x.shape, x.dtype)], x.device)[0]
 
@@ -267,6 +284,7 @@ __all__ = [
     "digamma",
     "erfc",
     "erfinv",
+    "i0",
     "lgamma",
     "nextafter",
     "signbit",

@@ -188,7 +188,7 @@ _C_UNARY = {
     name: _fast.UNARY_CODES[name]
     for name in (
         "floor ceil trunc round exp2 log2 log10 expm1 "
-        "asin acos atan asinh acosh atanh erfc erfinv lgamma digamma trigamma"
+        "asin acos atan asinh acosh atanh erfc erfinv lgamma digamma trigamma i0 i1"
     ).split()
 }
 

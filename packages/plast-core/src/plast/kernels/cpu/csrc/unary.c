@@ -32,7 +32,7 @@ static double lgamma_threadsafe(double v) {
     return lgamma_r(v, &sign);
 }
 
-/* asin..trigamma in float32: no vector form (rare ops); float libm where it has the function, else the double
+/* asin..i1 in float32: no vector form (rare ops); float libm where it has the function, else the double
  * function rounded once */
 static void unary_scalar_f32(int op, const float *x, float *y, ptrdiff_t n) {
     switch (op) {
@@ -47,6 +47,8 @@ static void unary_scalar_f32(int op, const float *x, float *y, ptrdiff_t n) {
     case PLAST_UN_LGAMMA: F32_LOOP((float)lgamma_threadsafe(v)) break;
     case PLAST_UN_DIGAMMA: F32_LOOP((float)plast_digamma(v)) break;
     case PLAST_UN_TRIGAMMA: F32_LOOP((float)plast_trigamma(v)) break;
+    case PLAST_UN_I0: F32_LOOP((float)plast_bessel_i(0, v)) break;
+    case PLAST_UN_I1: F32_LOOP((float)plast_bessel_i(1, v)) break;
     }
 }
 
@@ -108,6 +110,8 @@ void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n) {
     case PLAST_UN_LGAMMA: F64_LOOP(lgamma_threadsafe(v)) break;
     case PLAST_UN_DIGAMMA: F64_LOOP(plast_digamma(v)) break;
     case PLAST_UN_TRIGAMMA: F64_LOOP(plast_trigamma(v)) break;
+    case PLAST_UN_I0: F64_LOOP(plast_bessel_i(0, v)) break;
+    case PLAST_UN_I1: F64_LOOP(plast_bessel_i(1, v)) break;
     }
 }
 

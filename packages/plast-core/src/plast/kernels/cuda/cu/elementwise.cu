@@ -6,7 +6,7 @@
 // plast/_core/codes.h: PLAST_BIN_* (binary), PLAST_CMP_* (comparisons), PLAST_UN_* (unary), PLAST_PRED_*.
 #include "codes.h"
 #include "common.cuh"
-#include "special.h" // digamma, trigamma, erfinv: the CPU's functions (plast/_core/special.h)
+#include "special.h" // digamma, trigamma, erfinv, I0, I1: the CPU's functions (plast/_core/special.h)
 
 #include <type_traits>
 
@@ -213,6 +213,8 @@ template <typename T> __device__ __forceinline__ T float_unary(int op, T x, int 
     case PLAST_UN_ERFINV: return (T)plast_erfinv((double)x);
     case PLAST_UN_DIGAMMA: return (T)plast_digamma((double)x);
     case PLAST_UN_TRIGAMMA: return (T)plast_trigamma((double)x);
+    case PLAST_UN_I0: return (T)plast_bessel_i(0, (double)x);
+    case PLAST_UN_I1: return (T)plast_bessel_i(1, (double)x);
     default: return Limits<T>::nan();
     }
 }
