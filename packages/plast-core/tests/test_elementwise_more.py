@@ -552,3 +552,68 @@ def test_mvlgamma_p_and_integers_like_torch():
     assert x.mvlgamma_(2) is x
     with pytest.raises(RuntimeError):
         plast.tensor([2, 3]).mvlgamma_(2)
+
+
+# ---- igamma, igammac ----
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["igamma", "igammac"])
+def test_igamma_values_and_gradients_like_torch(name, dtype):
+    rng = np.random.default_rng(11)
+    a = rng.uniform(0.1, 12.0, (4, 1)).astype(dtype)
+    x = rng.uniform(0.01, 20.0, (3, 1, 5)).astype(dtype)  # broadcast: (3, 4, 5), both sides of x = a + 1
+    pa, px = plast.tensor(a), plast.tensor(x, requires_grad=True)
+    ta, tx = torch.tensor(a.astype(np.float64)), torch.tensor(x.astype(np.float64), requires_grad=True)
+    y, ty = getattr(plast, name)(pa, px), getattr(torch, name)(ta, tx)
+    assert str(y.dtype).split(".")[-1] == dtype
+    # torch's float64 is ~1e-10 off near x = a (plast's series and continued fraction: ~1e-14, checked below)
+    tol = dict(rtol=2e-6, atol=1e-7) if dtype == "float32" else dict(rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), **tol)
+    g = rng.standard_normal(tuple(ty.shape))
+    y.backward(plast.tensor(g.astype(dtype)))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), **GTOL[dtype])
+    # non-contiguous, the method and the in-place form
+    np.testing.assert_allclose(
+        getattr(plast, name)(pa[::2], px.detach()[:, :, ::2]).numpy(),
+        getattr(torch, name)(ta[::2], tx.detach()[:, :, ::2]).numpy(),
+        **tol,
+    )
+    z = plast.tensor(a)
+    assert getattr(z, name + "_")(plast.tensor(np.float64(2.0).astype(dtype))) is z
+    np.testing.assert_allclose(z.numpy(), getattr(torch, name)(ta, torch.tensor(2.0)).numpy(), **tol)
+
+
+def test_igamma_edges_like_torch_and_against_mpmath():
+    a = [0.0, 0.0, -1.0, 1.0, 2.0, INF, 2.0, 1e-3, 0.5, 3.0, 1.0, NAN, 2.0]
+    x = [0.0, 1.0, 1.0, 0.0, INF, 1.0, -1.0, 1e-3, 40.0, 0.01, INF, 1.0, NAN]
+    for name in ("igamma", "igammac"):
+        for dtype in ("float32", "float64"):
+            got = getattr(plast, name)(
+                plast.tensor(a, dtype=getattr(plast, dtype)), plast.tensor(x, dtype=getattr(plast, dtype))
+            )
+            want = getattr(torch, name)(
+                torch.tensor(a, dtype=getattr(torch, dtype)), torch.tensor(x, dtype=getattr(torch, dtype))
+            )
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-30, equal_nan=True)
+    mpmath = pytest.importorskip("mpmath")
+    for av, xv in ((50.0, 49.0), (1000.0, 1010.0), (7.5, 3.2), (0.3, 5.0), (20.0, 35.0)):
+        got = plast.igamma(
+            plast.tensor([av], dtype=plast.float64), plast.tensor([xv], dtype=plast.float64)
+        ).item()
+        assert got == pytest.approx(float(mpmath.gammainc(av, 0, xv, regularized=True)), rel=1e-12)
+
+
+def test_igamma_refuses_integers_and_a_gradient_like_torch():
+    with pytest.raises(NotImplementedError):
+        torch.igamma(torch.tensor([2]), torch.tensor([1]))
+    with pytest.raises(TypeError, match="floating point"):
+        plast.igamma(plast.tensor([2]), plast.tensor([1]))
+    ta = torch.tensor([2.0], requires_grad=True)
+    with pytest.raises(NotImplementedError):
+        torch.igamma(ta, torch.tensor([1.5])).backward()
+    pa = plast.tensor([2.0], requires_grad=True)
+    with pytest.raises(NotImplementedError, match="first input"):
+        plast.igamma(pa, plast.tensor([1.5])).backward()
+    assert plast.igamma(plast.tensor([2.0]), plast.tensor([1.5], dtype=plast.float64)).dtype == plast.float64

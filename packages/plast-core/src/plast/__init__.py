@@ -290,6 +290,8 @@ from .ops.special import (
     erfc,
     erfinv,
     i0,
+    igamma,
+    igammac,
     lgamma,
     nextafter,
     signbit,

@@ -463,6 +463,8 @@ class Tensor(TensorBase):
     lgamma_ = inplace_ops.lgamma_
     digamma_ = inplace_ops.digamma_
     i0_ = inplace_ops.i0_
+    igamma_ = inplace_ops.igamma_
+    igammac_ = inplace_ops.igammac_
     copysign_ = inplace_ops.copysign_
     nextafter_ = inplace_ops.nextafter_
     nan_to_num_ = inplace_ops.nan_to_num_
@@ -704,6 +706,8 @@ class Tensor(TensorBase):
     lgamma = special_ops.lgamma
     digamma = special_ops.digamma
     i0 = special_ops.i0
+    igamma = special_ops.igamma
+    igammac = special_ops.igammac
     copysign = special_ops.copysign
     nextafter = special_ops.nextafter
     signbit = special_ops.signbit

@@ -35,6 +35,8 @@ cdef extern from "codes.h":
         PLAST_BIN_ATAN2
         PLAST_BIN_COPYSIGN
         PLAST_BIN_NEXTAFTER
+        PLAST_BIN_IGAMMA
+        PLAST_BIN_IGAMMAC
         PLAST_BIN_BITAND
         PLAST_BIN_BITOR
         PLAST_BIN_BITXOR

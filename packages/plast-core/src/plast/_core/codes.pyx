@@ -42,6 +42,8 @@ BINARY_CODES = {
     "atan2": PLAST_BIN_ATAN2,
     "copysign": PLAST_BIN_COPYSIGN,
     "nextafter": PLAST_BIN_NEXTAFTER,
+    "igamma": PLAST_BIN_IGAMMA,
+    "igammac": PLAST_BIN_IGAMMAC,
     "bitwise_and": PLAST_BIN_BITAND,
     "bitwise_or": PLAST_BIN_BITOR,
     "bitwise_xor": PLAST_BIN_BITXOR,

@@ -1,5 +1,6 @@
 /* Special functions libm lacks, in double precision (float32 is computed through them and rounded once):
- * digamma, trigamma (polygamma(1, x), digamma's derivative), erfinv, and the Bessel functions I0 and I1. Scalar
+ * digamma, trigamma (polygamma(1, x), digamma's derivative), erfinv, the Bessel functions I0 and I1, and the
+ * regularized incomplete gamma functions. Scalar
  * code: these are rare ops, where torch's results, not speed, are the point. Shared by the CPU kernels (csrc/unary.c) and CUDA
  * (cu/elementwise.cu), so both devices give the same values; plain C, no recursion (device code). */
 #ifndef PLAST_SPECIAL_H
@@ -14,6 +15,17 @@
 #endif
 
 #define PLAST_PI 3.14159265358979323846
+
+/* ln |Gamma(x)|. On the CPU lgamma_r (the including file defines _DEFAULT_SOURCE, which glibc asks for under
+ * -std=c11): plain lgamma writes the global signgam, a data race between the OpenMP threads. */
+#ifdef __CUDACC__
+#define plast_lgamma(v) lgamma(v)
+#else
+static inline double plast_lgamma(double v) {
+    int sign;
+    return lgamma_r(v, &sign);
+}
+#endif
 
 /* psi(x) for x > 0 */
 PLAST_SPECIAL double plast_digamma_pos(double x) {
@@ -121,6 +133,45 @@ PLAST_SPECIAL double plast_bessel_i(int order, double x) {
         r = exp(ax) * sum / sqrt(2.0 * PLAST_PI * ax);
     }
     return order == 1 && x < 0 ? -r : r; /* I0 is even, I1 odd */
+}
+
+/* The regularized incomplete gamma functions P(a, x) (upper = 0, torch.igamma) and Q(a, x) = 1 - P (upper = 1,
+ * torch.igammac), with torch's values at the edges (nan for a or x negative, P(0, x > 0) = 1, ...). Below
+ * x = a + 1 the series of P (positive terms), above it the continued fraction of Q (modified Lentz); both are
+ * scaled by x^a e^-x / Gamma(a), taken in logs. */
+PLAST_SPECIAL double plast_igamma(int upper, double a, double x) {
+    if (isnan(a) || isnan(x) || a < 0 || x < 0) return NAN;
+    if (a == 0) return x > 0 ? (upper ? 0.0 : 1.0) : NAN;
+    if (x == 0) return upper ? 1.0 : 0.0;
+    if (isinf(a)) return isinf(x) ? NAN : (upper ? 1.0 : 0.0);
+    if (isinf(x)) return upper ? 0.0 : 1.0;
+    double scale = exp(a * log(x) - x - plast_lgamma(a));
+    if (x < a + 1.0) {
+        /* P = x^a e^-x / Gamma(a) * sum_n x^n / (a (a + 1) ... (a + n)) */
+        double term = 1.0 / a, sum = term;
+        for (int n = 1; n < 100000 && term > 1e-17 * sum; n++) {
+            term *= x / (a + n);
+            sum += term;
+        }
+        double p = scale * sum;
+        return upper ? 1.0 - p : p;
+    }
+    /* Q = x^a e^-x / Gamma(a) * 1 / (x + 1 - a - 1 (1 - a) / (x + 3 - a - 2 (2 - a) / (x + 5 - a - ...))) */
+    const double tiny = 1e-300;
+    double b = x + 1.0 - a, c = 1.0 / tiny, d = 1.0 / b, h = d;
+    for (int i = 1; i < 100000; i++) {
+        double an = -i * (i - a);
+        b += 2.0;
+        d = an * d + b;
+        if (fabs(d) < tiny) d = tiny;
+        c = b + an / c;
+        if (fabs(c) < tiny) c = tiny;
+        d = 1.0 / d;
+        h *= d * c;
+        if (fabs(d * c - 1.0) < 1e-16) break;
+    }
+    double q = scale * h;
+    return upper ? q : 1.0 - q;
 }
 
 #endif

@@ -121,6 +121,14 @@ def i0_(t: TensorBase) -> TensorBase:
     return _float_inplace(t, special.i0, "i0_")
 
 
+def igamma_(t: TensorBase, other: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.igamma, "igamma_", other)
+
+
+def igammac_(t: TensorBase, other: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.igammac, "igammac_", other)
+
+
 def copysign_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
     return _float_inplace(t, special.copysign, "copysign_", other)
 

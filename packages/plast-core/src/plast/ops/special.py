@@ -1,12 +1,13 @@
-"""Inverse trigonometric and hyperbolic functions, atan2, the special functions erfc, erfinv, lgamma, digamma
-and i0, and the float bit-level ops copysign, nextafter and signbit: rows of the op table with their backward
-rules.
+"""Inverse trigonometric and hyperbolic functions, atan2, the special functions erfc, erfinv, lgamma, digamma,
+i0, igamma and igammac, and the float bit-level ops copysign, nextafter and signbit: rows of the op table with
+their backward rules.
 
 Each is a primitive: none has a composite of plast's ops that is exact at its edges (atan of large x, asin near
 +-1, lgamma at its poles, erfc in the tail where 1 - erf(x) is 0). The kernels are csrc/unary.c's and
-csrc/elementwise.c's (libm, and _core/special.h for erfinv, digamma, trigamma, i0 and i1), so the rows fuse into
-elementwise chains like exp or pow. Integer and bool inputs give float32, as in torch; 16-bit inputs are computed
-in float32 and rounded once (the rows are not ``half``).
+csrc/elementwise.c's (libm, and _core/special.h for the rest, which CUDA's cu/elementwise.cu shares), so the
+rows fuse into elementwise chains like exp or pow. Integer and bool inputs give float32, as in torch (but
+nextafter, igamma and igammac, which torch refuses for them too); 16-bit inputs are computed in float32 and
+rounded once (the rows are not ``half``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .creation import zeros_like
 from .elementwise import add, div, mul, neg, sub
 from .pointwise import _check_tensor, _operands, eq, lt, where
 from .registry import register
-from .unary import _out, exp, sqrt
+from .unary import _out, exp, log, sqrt
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
@@ -122,6 +123,21 @@ def _copysign_bw(node, g):
 COPYSIGN = register("copysign", cpu=cpu.binary, chain="copysign", backward=_copysign_bw, reads_output=True)
 # no backward, as torch (nextafter is not differentiable there either)
 NEXTAFTER = register("nextafter", cpu=cpu.binary, chain="nextafter", saves_inputs=False)
+
+
+def _igamma_bw(node, g):
+    # torch's rule: d/dx P(a, x) = x^(a - 1) e^-x / Gamma(a) (minus that for Q); none for a
+    a, x = node.inputs
+    if a.requires_grad:
+        raise NotImplementedError(
+            f"the derivative of {node.op.name} for its first input (a) is not implemented (nor in torch)"
+        )
+    d = exp(sub(sub(mul(sub(a, 1.0), log(x)), x), lgamma(a)))
+    return None, mul(g, d if node.op.name == "igamma" else neg(d))
+
+
+IGAMMA = register("igamma", cpu=cpu.binary, chain="igamma", backward=_igamma_bw)
+IGAMMAC = register("igammac", cpu=cpu.binary, chain="igammac", backward=_igamma_bw)
 
 
 def _float_binary(op, a, b, *, promote_ints):
@@ -243,6 +259,21 @@ def nextafter(input: TensorBase, other: TensorBase) -> TensorBase:
     return _float_binary(NEXTAFTER, input, other, promote_ints=False)
 
 
+def igamma(input: TensorBase, other: TensorBase) -> TensorBase:
+    """The regularized lower incomplete gamma function P(a, x) = gamma(a, x) / Gamma(a), a = input, x = other,
+    broadcast; floating point tensors only, as torch. The gradient flows to x only (torch has none for a).
+
+    >>> round(plast.igamma(plast.tensor([2.0]), plast.tensor([1.5])).item(), 4)
+    0.4422
+    """
+    return _float_binary(IGAMMA, input, other, promote_ints=False)
+
+
+def igammac(input: TensorBase, other: TensorBase) -> TensorBase:
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x) (see igamma)."""
+    return _float_binary(IGAMMAC, input, other, promote_ints=False)
+
+
 def signbit(input: TensorBase) -> TensorBase:
     """True where the sign bit is set: negative numbers, -0.0 and a negative nan (bool result).
 
@@ -285,6 +316,8 @@ __all__ = [
     "erfc",
     "erfinv",
     "i0",
+    "igamma",
+    "igammac",
     "lgamma",
     "nextafter",
     "signbit",

@@ -179,8 +179,8 @@ _UNARY_F64 = {
     "lgamma": ("return lgamma(x);", ()),
 }
 _UNARY = {F32: _UNARY_F32, F64: _UNARY_F64}
-# the ops the generator knows: the bytecode's but erfinv, digamma, trigamma, i0 and i1, whose code is
-# _core/special.h (a
+# the ops the generator knows: the bytecode's but erfinv, digamma, trigamma, i0, i1, igamma and igammac, whose
+# code is _core/special.h (a
 # generated source includes no header of plast's): chains.py leaves them unfused on CUDA, where their rows run
 # cu/elementwise.cu's unary kernel
 SUPPORTED = frozenset(_BIN_EXPR) | frozenset(_UNARY_F32)

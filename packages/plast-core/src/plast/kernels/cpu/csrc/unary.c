@@ -1,5 +1,4 @@
-/* lgamma_r: glibc declares it only for _DEFAULT_SOURCE under -std=c11 (plain lgamma writes the global signgam,
- * a data race between the OpenMP threads) */
+/* lgamma_r (special.h's plast_lgamma): glibc declares it only for _DEFAULT_SOURCE under -std=c11 */
 #define _DEFAULT_SOURCE
 #include "unary.h"
 
@@ -27,11 +26,6 @@
         y[i] = EXPR;                                                                                                   \
     }
 
-static double lgamma_threadsafe(double v) {
-    int sign;
-    return lgamma_r(v, &sign);
-}
-
 /* asin..i1 in float32: no vector form (rare ops); float libm where it has the function, else the double
  * function rounded once */
 static void unary_scalar_f32(int op, const float *x, float *y, ptrdiff_t n) {
@@ -44,7 +38,7 @@ static void unary_scalar_f32(int op, const float *x, float *y, ptrdiff_t n) {
     case PLAST_UN_ATANH: F32_LOOP(atanhf(v)) break;
     case PLAST_UN_ERFC: F32_LOOP((float)erfc(v)) break; /* erfcf rounds badly where the result is denormal */
     case PLAST_UN_ERFINV: F32_LOOP((float)plast_erfinv(v)) break;
-    case PLAST_UN_LGAMMA: F32_LOOP((float)lgamma_threadsafe(v)) break;
+    case PLAST_UN_LGAMMA: F32_LOOP((float)plast_lgamma(v)) break;
     case PLAST_UN_DIGAMMA: F32_LOOP((float)plast_digamma(v)) break;
     case PLAST_UN_TRIGAMMA: F32_LOOP((float)plast_trigamma(v)) break;
     case PLAST_UN_I0: F32_LOOP((float)plast_bessel_i(0, v)) break;
@@ -107,7 +101,7 @@ void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n) {
     case PLAST_UN_ATANH: F64_LOOP(atanh(v)) break;
     case PLAST_UN_ERFC: F64_LOOP(erfc(v)) break;
     case PLAST_UN_ERFINV: F64_LOOP(plast_erfinv(v)) break;
-    case PLAST_UN_LGAMMA: F64_LOOP(lgamma_threadsafe(v)) break;
+    case PLAST_UN_LGAMMA: F64_LOOP(plast_lgamma(v)) break;
     case PLAST_UN_DIGAMMA: F64_LOOP(plast_digamma(v)) break;
     case PLAST_UN_TRIGAMMA: F64_LOOP(plast_trigamma(v)) break;
     case PLAST_UN_I0: F64_LOOP(plast_bessel_i(0, v)) break;

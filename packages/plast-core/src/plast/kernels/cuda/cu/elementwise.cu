@@ -6,7 +6,7 @@
 // plast/_core/codes.h: PLAST_BIN_* (binary), PLAST_CMP_* (comparisons), PLAST_UN_* (unary), PLAST_PRED_*.
 #include "codes.h"
 #include "common.cuh"
-#include "special.h" // digamma, trigamma, erfinv, I0, I1: the CPU's functions (plast/_core/special.h)
+#include "special.h" // digamma, trigamma, erfinv, I0, I1, igamma: the CPU's (plast/_core/special.h)
 
 #include <type_traits>
 
@@ -46,6 +46,8 @@ template <typename T> __device__ __forceinline__ T float_binary(int op, T a, T b
     case PLAST_BIN_ATAN2: return atan2(a, b);
     case PLAST_BIN_COPYSIGN: return copysign(a, b);
     case PLAST_BIN_NEXTAFTER: return nextafter(a, b);
+    case PLAST_BIN_IGAMMA: return (T)plast_igamma(0, (double)a, (double)b); // in double, as the CPU
+    case PLAST_BIN_IGAMMAC: return (T)plast_igamma(1, (double)a, (double)b);
     default: return Limits<T>::nan();
     }
 }
