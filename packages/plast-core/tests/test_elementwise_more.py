@@ -617,3 +617,13 @@ def test_igamma_refuses_integers_and_a_gradient_like_torch():
     with pytest.raises(NotImplementedError, match="first input"):
         plast.igamma(pa, plast.tensor([1.5])).backward()
     assert plast.igamma(plast.tensor([2.0]), plast.tensor([1.5], dtype=plast.float64)).dtype == plast.float64
+
+
+def test_no_second_derivative_of_digamma_or_i0_says_so():
+    # torch has them (polygamma(2, x), I1'); plast raises rather than treat the first derivative as a constant
+    for fn in (plast.digamma, plast.i0):
+        x = plast.tensor([1.5, 2.5], requires_grad=True)
+        (g,) = plast.autograd.grad(fn(x).sum(), x, create_graph=True)
+        assert g.requires_grad
+        with pytest.raises(NotImplementedError, match="second derivative"):
+            g.sum().backward()

@@ -88,14 +88,23 @@ LGAMMA = register(
 DIGAMMA = register(
     "digamma", cpu=cpu_pointwise.unary, chain="digamma", backward=_bw(lambda n, x, g: mul(g, _trigamma(x)))
 )
+
+
+def _no_second_derivative(node, g):
+    # a backward that says so: without a rule the engine would record the derivative as a constant, and a second
+    # backward through it would only report a tensor that does not require grad
+    of = {"trigamma": "digamma (polygamma(2, x))", "i1": "i0 (I1')"}[node.op.name]
+    raise NotImplementedError(f"the second derivative of {of} is not implemented")
+
+
 # polygamma(1, x), recorded only by digamma's backward (no public function: polygamma(n, x) for every n is not
 # written yet, and tests/test_op_table.py checks a fusible row through its public function, so it takes no
-# chain opcode). NOTE: no backward of its own, so digamma has no second derivative
-TRIGAMMA = register("trigamma", cpu=cpu_pointwise.unary)
+# chain opcode)
+TRIGAMMA = register("trigamma", cpu=cpu_pointwise.unary, backward=_no_second_derivative)
 # i0'(x) = I1(x): I1 is recorded only by i0's backward (torch names it torch.special.i1; plast has no special
-# namespace yet), so, like trigamma, it takes no chain opcode and has no backward (no second derivative of i0)
+# namespace yet), so, like trigamma, it takes no chain opcode
 I0 = register("i0", cpu=cpu_pointwise.unary, chain="i0", backward=_bw(lambda n, x, g: mul(g, _i1(x))))
-I1 = register("i1", cpu=cpu_pointwise.unary)
+I1 = register("i1", cpu=cpu_pointwise.unary, backward=_no_second_derivative)
 
 
 def _atan2_bw(node, g):
