@@ -63,6 +63,7 @@ FAMILIES = {
             "nextafter": "PLAST_BIN_NEXTAFTER",
             "igamma": "PLAST_BIN_IGAMMA",
             "igammac": "PLAST_BIN_IGAMMAC",
+            "polygamma": "PLAST_BIN_POLYGAMMA",
             "bitwise_and": "PLAST_BIN_BITAND",
             "bitwise_or": "PLAST_BIN_BITOR",
             "bitwise_xor": "PLAST_BIN_BITXOR",
@@ -202,7 +203,7 @@ def test_the_cpu_kernels_take_the_first_codes():
     # chain bytecode built on them); their tables are cut from the shared ones, not numbered again
     from plast.kernels.cpu import _fast, _kernels
 
-    assert codes.BINARY_CPU_COUNT == ENUMS["plast_binary"]["PLAST_BIN_IGAMMAC"] + 1
+    assert codes.BINARY_CPU_COUNT == ENUMS["plast_binary"]["PLAST_BIN_POLYGAMMA"] + 1
     assert codes.UNARY_CPU_COUNT == ENUMS["plast_unary"]["PLAST_UN_I1"] + 1
     assert _kernels.BINARY_CODES == {
         n: c for n, c in codes.BINARY_CODES.items() if c < codes.BINARY_CPU_COUNT

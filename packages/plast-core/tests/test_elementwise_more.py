@@ -619,11 +619,61 @@ def test_igamma_refuses_integers_and_a_gradient_like_torch():
     assert plast.igamma(plast.tensor([2.0]), plast.tensor([1.5], dtype=plast.float64)).dtype == plast.float64
 
 
-def test_no_second_derivative_of_digamma_or_i0_says_so():
-    # torch has them (polygamma(2, x), I1'); plast raises rather than treat the first derivative as a constant
-    for fn in (plast.digamma, plast.i0):
+def test_no_second_derivative_of_i0_says_so():
+    # torch has one (I1'); plast raises rather than treat the first derivative as a constant
+    for fn in (plast.i0,):
         x = plast.tensor([1.5, 2.5], requires_grad=True)
         (g,) = plast.autograd.grad(fn(x).sum(), x, create_graph=True)
         assert g.requires_grad
         with pytest.raises(NotImplementedError, match="second derivative"):
             g.sum().backward()
+
+
+# ---- polygamma ----
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 6])
+def test_polygamma_values_and_gradients_like_torch(n, dtype):
+    rng = np.random.default_rng(n)
+    a = np.concatenate([rng.uniform(0.05, 40.0, 12), rng.uniform(-6.0, -0.05, 6)]).astype(dtype)
+    a[-1] = -2.5  # negative x: the series runs through the poles, as torch's
+    x = plast.tensor(a, requires_grad=True)
+    t = torch.tensor(a.astype(np.float64), requires_grad=True)
+    y, ty = plast.polygamma(n, x), torch.polygamma(n, t)
+    assert y.dtype == x.dtype
+    # torch's float64 trigamma (n = 1, and n = 0's gradient) is only good to ~5e-10
+    tol = TOL[dtype] if dtype == "float32" else dict(rtol=1e-9 if n <= 1 else 1e-12, atol=1e-13)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy().astype(dtype), **tol)
+    y.sum().backward()
+    ty.sum().backward()
+    gtol = GTOL[dtype] if dtype == "float32" else dict(rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy().astype(dtype), **gtol)
+    assert np.array_equal(x.polygamma(n).detach().numpy(), y.detach().numpy())  # the method: n after self
+
+
+def test_polygamma_edges_and_arguments_like_torch():
+    x = [0.0, -0.0, -1.0, -3.0, -INF, NAN, 1e-5, 1e5]
+    for n in (2, 3, 4):
+        got = plast.polygamma(n, plast.tensor(x, dtype=plast.float64)).numpy()
+        want = torch.polygamma(n, torch.tensor(x, dtype=torch.float64)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
+        # at +inf the limit (+-0); torch says nan there
+        assert plast.polygamma(n, plast.tensor([INF])).tolist() == [0.0]
+    assert plast.polygamma(2, plast.tensor([1, 2])).dtype == plast.float32
+    with pytest.raises(RuntimeError):
+        torch.polygamma(-1, torch.tensor([1.0]))
+    with pytest.raises(ValueError, match="negative n"):
+        plast.polygamma(-1, plast.tensor([1.0]))
+    with pytest.raises(TypeError):
+        plast.polygamma(1.5, plast.tensor([1.0]))
+    y = plast.tensor([1.5, 2.0])
+    assert y.polygamma_(2) is y
+    np.testing.assert_allclose(y.numpy(), torch.polygamma(2, torch.tensor([1.5, 2.0])).numpy(), rtol=1e-6)
+    # digamma's second derivative is polygamma(2, x) now
+    x = plast.tensor([1.5, 2.5], requires_grad=True)
+    (g,) = plast.autograd.grad(plast.digamma(x).sum(), x, create_graph=True)
+    g.sum().backward()
+    np.testing.assert_allclose(
+        x.grad.numpy(), torch.polygamma(2, torch.tensor([1.5, 2.5])).numpy(), rtol=1e-6
+    )

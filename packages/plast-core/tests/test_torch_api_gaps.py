@@ -144,9 +144,6 @@ greater_equal less_equal not_equal isfinite isinf isnan isposinf isneginf isreal
 # NOT YET, honestly: each needs a kernel (or a careful composite) plast does not have, or an integer dtype it
 # lacks. Shrink this list; the test fails if a name here gets implemented and is not removed.
 NOT_YET = {
-    # polygamma would need the Hurwitz zeta function for every order n (digamma's gradient uses an internal
-    # trigamma row, polygamma(1, x), only)
-    "polygamma",
     # float bit-level ops: frexp has two outputs (a float mantissa and an int32 exponent) and no row shape yet
     "frexp",
 }  # fmt: skip

@@ -294,6 +294,7 @@ from .ops.special import (
     igammac,
     lgamma,
     nextafter,
+    polygamma,
     signbit,
 )
 from .ops.unary import abs, cos, erf, exp, gelu, log, log1p, relu, rsqrt, sigmoid, sign, silu, sin, sqrt, tanh

@@ -463,6 +463,7 @@ class Tensor(TensorBase):
     lgamma_ = inplace_ops.lgamma_
     digamma_ = inplace_ops.digamma_
     i0_ = inplace_ops.i0_
+    polygamma_ = inplace_ops.polygamma_
     igamma_ = inplace_ops.igamma_
     igammac_ = inplace_ops.igammac_
     copysign_ = inplace_ops.copysign_
@@ -706,6 +707,10 @@ class Tensor(TensorBase):
     lgamma = special_ops.lgamma
     digamma = special_ops.digamma
     i0 = special_ops.i0
+
+    def polygamma(self, n: builtins.int) -> Tensor:  # torch's method takes n after self
+        return special_ops.polygamma(n, self)
+
     igamma = special_ops.igamma
     igammac = special_ops.igammac
     copysign = special_ops.copysign

@@ -35,8 +35,8 @@ enum plast_reduction {
 };
 
 /* binary arithmetic (torch's add, sub, mul, div, maximum, minimum, pow, floor_divide, remainder, fmod, atan2,
- * copysign, nextafter, igamma, igammac, bitwise_and/or/xor, gcd, lcm, the shifts). The CPU kernels (csrc/elementwise.c) and the elementwise-chain
- * bytecode take the first PLAST_BIN_COUNT (add..igammac; pow..igammac for float32/float64 only); CUDA
+ * copysign, nextafter, igamma, igammac, polygamma, bitwise_and/or/xor, gcd, lcm, the shifts). The CPU kernels (csrc/elementwise.c) and the elementwise-chain
+ * bytecode take the first PLAST_BIN_COUNT (add..polygamma; pow..polygamma for float32/float64 only); CUDA
  * (cu/elementwise.cu) takes them all. */
 enum plast_binary {
     PLAST_BIN_ADD = 0,
@@ -52,17 +52,18 @@ enum plast_binary {
     PLAST_BIN_ATAN2 = 10,    /* atan2(a, b): the angle of the point (b, a) */
     PLAST_BIN_COPYSIGN = 11, /* |a| with b's sign bit (so -0 and -nan count as negative) */
     PLAST_BIN_NEXTAFTER = 12,
-    PLAST_BIN_IGAMMA = 13,  /* the regularized lower incomplete gamma function P(a, x) */
-    PLAST_BIN_IGAMMAC = 14, /* ... and the upper one, Q(a, x) = 1 - P(a, x) */
-    PLAST_BIN_BITAND = 15,
-    PLAST_BIN_BITOR = 16,
-    PLAST_BIN_BITXOR = 17,
-    PLAST_BIN_GCD = 18, /* integers only, like the bitwise ops: the CPU runs them through numpy */
-    PLAST_BIN_LCM = 19,
-    PLAST_BIN_SHL = 20, /* bitwise_left_shift: 0 for a count < 0 or >= the width */
-    PLAST_BIN_SHR = 21, /* bitwise_right_shift: the sign for a count < 0 or >= the width */
+    PLAST_BIN_IGAMMA = 13,    /* the regularized lower incomplete gamma function P(a, x) */
+    PLAST_BIN_IGAMMAC = 14,   /* ... and the upper one, Q(a, x) = 1 - P(a, x) */
+    PLAST_BIN_POLYGAMMA = 15, /* polygamma(a, x) for a whole a >= 2 (the op layer passes n as a float) */
+    PLAST_BIN_BITAND = 16,
+    PLAST_BIN_BITOR = 17,
+    PLAST_BIN_BITXOR = 18,
+    PLAST_BIN_GCD = 19, /* integers only, like the bitwise ops: the CPU runs them through numpy */
+    PLAST_BIN_LCM = 20,
+    PLAST_BIN_SHL = 21, /* bitwise_left_shift: 0 for a count < 0 or >= the width */
+    PLAST_BIN_SHR = 22, /* bitwise_right_shift: the sign for a count < 0 or >= the width */
 };
-#define PLAST_BIN_COUNT (PLAST_BIN_IGAMMAC + 1) /* the binary codes the CPU kernels take */
+#define PLAST_BIN_COUNT (PLAST_BIN_POLYGAMMA + 1) /* the binary codes the CPU kernels take */
 
 /* unary math. The CPU kernels (csrc/unary.c) and the elementwise-chain bytecode take the first PLAST_UN_COUNT
  * (exp..i1, float32/float64; their ROUND rounds to a whole number, no `decimals`); CUDA (cu/elementwise.cu)

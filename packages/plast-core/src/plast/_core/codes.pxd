@@ -37,6 +37,7 @@ cdef extern from "codes.h":
         PLAST_BIN_NEXTAFTER
         PLAST_BIN_IGAMMA
         PLAST_BIN_IGAMMAC
+        PLAST_BIN_POLYGAMMA
         PLAST_BIN_BITAND
         PLAST_BIN_BITOR
         PLAST_BIN_BITXOR

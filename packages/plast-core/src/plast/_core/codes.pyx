@@ -44,6 +44,7 @@ BINARY_CODES = {
     "nextafter": PLAST_BIN_NEXTAFTER,
     "igamma": PLAST_BIN_IGAMMA,
     "igammac": PLAST_BIN_IGAMMAC,
+    "polygamma": PLAST_BIN_POLYGAMMA,
     "bitwise_and": PLAST_BIN_BITAND,
     "bitwise_or": PLAST_BIN_BITOR,
     "bitwise_xor": PLAST_BIN_BITXOR,

@@ -1,6 +1,6 @@
 /* Special functions libm lacks, in double precision (float32 is computed through them and rounded once):
- * digamma, trigamma (polygamma(1, x), digamma's derivative), erfinv, the Bessel functions I0 and I1, and the
- * regularized incomplete gamma functions. Scalar
+ * digamma, trigamma (polygamma(1, x), digamma's derivative), polygamma for n >= 2, erfinv, the Bessel functions
+ * I0 and I1, and the regularized incomplete gamma functions. Scalar
  * code: these are rare ops, where torch's results, not speed, are the point. Shared by the CPU kernels (csrc/unary.c) and CUDA
  * (cu/elementwise.cu), so both devices give the same values; plain C, no recursion (device code). */
 #ifndef PLAST_SPECIAL_H
@@ -172,6 +172,38 @@ PLAST_SPECIAL double plast_igamma(int upper, double a, double x) {
     }
     double q = scale * h;
     return upper ? q : 1.0 - q;
+}
+
+/* polygamma(n, x) for n >= 2: (-1)^(n+1) n! zeta(n + 1, x), the Hurwitz zeta function summed directly while
+ * x + k < 10 (at least 9 terms; through the poles for negative x, as the series stands for every x off them),
+ * then its Euler-Maclaurin tail (B_2j / (2j)! below). inf at the poles (x = 0, -1, ..., -inf), as torch; at +inf
+ * the limit, +-0 (torch says nan there). */
+PLAST_SPECIAL double plast_polygamma(int n, double x) {
+    if (isnan(x)) return x;
+    double sign = n % 2 ? 1.0 : -1.0, s = n + 1.0;
+    if (x <= 0 && x == floor(x)) return sign * INFINITY;
+    if (isinf(x)) return sign * 0.0;
+    const double c[12] = {8.333333333333333e-02,  -1.388888888888889e-03,  3.306878306878307e-05,
+                          -8.267195767195768e-07, 2.08767569878681e-08,    -5.284190138687493e-10,
+                          1.3382536530684679e-11, -3.3896802963225827e-13, 8.586062056277845e-15,
+                          -2.174868698558062e-16, 5.5090028283602295e-18,  -1.3954464685812522e-19};
+    double sum = 0.0, z = x;
+    for (int k = 0; k < 9 || z < 10.0; k++, z += 1.0) {
+        double t = pow(z, -s);
+        sum += t;
+        if (k >= 9 && fabs(t) < 1e-17 * fabs(sum)) return sign * exp(plast_lgamma(s)) * sum;
+    }
+    /* the integral and half the first omitted term, then the corrections s (s + 1) ... (s + 2j - 2) z^(-s-2j+1) */
+    sum += pow(z, 1.0 - s) / (s - 1.0) + 0.5 * pow(z, -s);
+    double fac = s, zp = pow(z, -s - 1.0);
+    for (int j = 0; j < 12; j++) {
+        double t = c[j] * fac * zp;
+        sum += t;
+        if (fabs(t) < 1e-17 * fabs(sum)) break;
+        fac *= (s + 2.0 * j + 1.0) * (s + 2.0 * j + 2.0);
+        zp /= z * z;
+    }
+    return sign * exp(plast_lgamma(s)) * sum;
 }
 
 #endif

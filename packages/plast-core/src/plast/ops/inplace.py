@@ -129,6 +129,10 @@ def igammac_(t: TensorBase, other: TensorBase) -> TensorBase:
     return _float_inplace(t, special.igammac, "igammac_", other)
 
 
+def polygamma_(t: TensorBase, n: int) -> TensorBase:
+    return _float_inplace(t, lambda old: special.polygamma(n, old), "polygamma_")
+
+
 def copysign_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
     return _float_inplace(t, special.copysign, "copysign_", other)
 

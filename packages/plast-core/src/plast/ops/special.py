@@ -1,5 +1,5 @@
 """Inverse trigonometric and hyperbolic functions, atan2, the special functions erfc, erfinv, lgamma, digamma,
-i0, igamma and igammac, and the float bit-level ops copysign, nextafter and signbit: rows of the op table with
+polygamma, i0, igamma and igammac, and the float bit-level ops copysign, nextafter and signbit: rows of the op table with
 their backward rules.
 
 Each is a primitive: none has a composite of plast's ops that is exact at its edges (atan of large x, asin near
@@ -24,6 +24,7 @@ from ..kernels.cpu import kernels_pointwise as cpu_pointwise
 from . import movement
 from .creation import zeros_like
 from .elementwise import add, div, mul, neg, sub
+from .factory import scalar_tensor
 from .pointwise import _check_tensor, _operands, eq, lt, where
 from .registry import register
 from .unary import _out, exp, log, sqrt
@@ -93,14 +94,21 @@ DIGAMMA = register(
 def _no_second_derivative(node, g):
     # a backward that says so: without a rule the engine would record the derivative as a constant, and a second
     # backward through it would only report a tensor that does not require grad
-    of = {"trigamma": "digamma (polygamma(2, x))", "i1": "i0 (I1')"}[node.op.name]
-    raise NotImplementedError(f"the second derivative of {of} is not implemented")
+    raise NotImplementedError("the second derivative of i0 (I1') is not implemented")
 
 
-# polygamma(1, x), recorded only by digamma's backward (no public function: polygamma(n, x) for every n is not
-# written yet, and tests/test_op_table.py checks a fusible row through its public function, so it takes no
-# chain opcode)
-TRIGAMMA = register("trigamma", cpu=cpu_pointwise.unary, backward=_no_second_derivative)
+# polygamma(1, x): digamma's derivative, and polygamma(1, x) itself (tests/test_op_table.py checks a fusible row
+# through a public function of its name, so it takes no chain opcode)
+TRIGAMMA = register(
+    "trigamma", cpu=cpu_pointwise.unary, backward=_bw(lambda n, x, g: mul(g, _polygamma_row(2, x)))
+)
+# polygamma(n, x) for n >= 2: input 0 is n as a constant of x's dtype, the kernel's first operand (args (n,) for
+# the backward, polygamma(n + 1, x)); not fusible, for the same reason as trigamma
+POLYGAMMA = register(
+    "polygamma",
+    cpu=cpu.binary,
+    backward=lambda node, g: (None, mul(g, _polygamma_row(node.args[0] + 1, node.inputs[1]))),
+)
 # i0'(x) = I1(x): I1 is recorded only by i0's backward (torch names it torch.special.i1; plast has no special
 # namespace yet), so, like trigamma, it takes no chain opcode
 I0 = register("i0", cpu=cpu_pointwise.unary, chain="i0", backward=_bw(lambda n, x, g: mul(g, _i1(x))))
@@ -239,6 +247,32 @@ def _i1(x):
     return record(I1, (x,), (), [(x.shape, x.dtype)], x.device)[0]
 
 
+def _polygamma_row(n, x):
+    nt = scalar_tensor(float(n), x.dtype, x.device)
+    return record(POLYGAMMA, (nt, x), (n,), [(x.shape, x.dtype)], x.device)[0]
+
+
+def polygamma(n: int, input: TensorBase) -> TensorBase:
+    """The n-th derivative of digamma: digamma for n = 0, then (-1)^(n+1) n! zeta(n + 1, x); integers give
+    float32. inf at the poles (0, -1, ...), as torch; at +inf the limit 0 (torch says nan).
+
+    >>> round(plast.polygamma(1, plast.tensor([1.0])).item(), 5)
+    1.64493
+    """
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"polygamma: n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"polygamma(n, x) does not support negative n, got {n}")
+    x = _check_tensor(input, "polygamma")
+    if not x.dtype.is_floating_point:
+        x = movement.cast(x, dtypes.default_float)
+    if n == 0:
+        return digamma(x)
+    if n == 1:
+        return _trigamma(x)
+    return _polygamma_row(n, x)
+
+
 def _trigamma(x):
     return record(TRIGAMMA, (x,), (), [(x.shape, x.dtype)], x.device)[0]
 
@@ -329,5 +363,6 @@ __all__ = [
     "igammac",
     "lgamma",
     "nextafter",
+    "polygamma",
     "signbit",
 ]

@@ -179,10 +179,9 @@ _UNARY_F64 = {
     "lgamma": ("return lgamma(x);", ()),
 }
 _UNARY = {F32: _UNARY_F32, F64: _UNARY_F64}
-# the ops the generator knows: the bytecode's but erfinv, digamma, trigamma, i0, i1, igamma and igammac, whose
-# code is _core/special.h (a
-# generated source includes no header of plast's): chains.py leaves them unfused on CUDA, where their rows run
-# cu/elementwise.cu's unary kernel
+# the ops the generator knows: the bytecode's but the special functions (erfinv, digamma, trigamma, i0, i1,
+# igamma, igammac, polygamma), whose code is _core/special.h (a generated source includes no header of plast's):
+# chains.py leaves them unfused on CUDA, where their rows run cu/elementwise.cu's kernels
 SUPPORTED = frozenset(_BIN_EXPR) | frozenset(_UNARY_F32)
 NOT_GENERATED = (frozenset(BINARY) | frozenset(UNARY)) - SUPPORTED
 assert set(_UNARY_F32) == set(_UNARY_F64) <= set(UNARY) and set(_BIN_EXPR) <= set(BINARY)

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "plast_omp.h"
-#include "special.h" /* plast/_core/special.h: igamma, igammac */
+#include "special.h" /* plast/_core/special.h: igamma, igammac, polygamma */
 
 /* ---- scalar definitions of each op, shared by the portable path and the SIMD tails ---- */
 #define S_ADD(x, y) ((x) + (y))
@@ -101,9 +101,11 @@ POW_BY_ONE(double, f64, sqrt, pow)
 #define S_IGAMMA_f64(x, y)    plast_igamma(0, x, y)
 #define S_IGAMMAC_f32(x, y)   (float)plast_igamma(1, x, y)
 #define S_IGAMMAC_f64(x, y)   plast_igamma(1, x, y)
+#define S_POLYGAMMA_f32(x, y) (float)plast_polygamma((int)(x), y)
+#define S_POLYGAMMA_f64(x, y) plast_polygamma((int)(x), y)
 
 /* the float kernels: the integer ones' arithmetic, then pow, floor_divide, remainder, fmod, atan2,
- * copysign, nextafter (libm) and igamma/igammac (special.h) */
+ * copysign, nextafter (libm) igamma/igammac and polygamma (special.h) */
 #define SCALAR_FLOAT_KERNEL(T, SUF)                                                                                    \
     static void binary_scalar_##SUF(int op, const T *a, ptrdiff_t a_s, const T *b, ptrdiff_t b_s, T *out,              \
                                     ptrdiff_t n) {                                                                     \
@@ -120,6 +122,7 @@ POW_BY_ONE(double, f64, sqrt, pow)
         case PLAST_BIN_NEXTAFTER: SCALAR_LOOP(T, S_NEXTAFTER_##SUF) break;                                             \
         case PLAST_BIN_IGAMMA: SCALAR_LOOP(T, S_IGAMMA_##SUF) break;                                                   \
         case PLAST_BIN_IGAMMAC: SCALAR_LOOP(T, S_IGAMMAC_##SUF) break;                                                 \
+        case PLAST_BIN_POLYGAMMA: SCALAR_LOOP(T, S_POLYGAMMA_##SUF) break;                                             \
         default: binary_arith_##SUF(op, a, a_s, b, b_s, out, n);                                                       \
         }                                                                                                              \
     }
@@ -280,6 +283,7 @@ STRIDED_KERNEL(double, binary_strided_arith_f64)
         case PLAST_BIN_NEXTAFTER: STRIDED_LOOP(T, S_NEXTAFTER_##SUF) break;                                            \
         case PLAST_BIN_IGAMMA: STRIDED_LOOP(T, S_IGAMMA_##SUF) break;                                                  \
         case PLAST_BIN_IGAMMAC: STRIDED_LOOP(T, S_IGAMMAC_##SUF) break;                                                \
+        case PLAST_BIN_POLYGAMMA: STRIDED_LOOP(T, S_POLYGAMMA_##SUF) break;                                            \
         default: binary_strided_arith_##SUF(op, x, sa, y, sb, o, so, n);                                               \
         }                                                                                                              \
     }

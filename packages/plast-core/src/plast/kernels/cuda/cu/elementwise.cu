@@ -48,6 +48,7 @@ template <typename T> __device__ __forceinline__ T float_binary(int op, T a, T b
     case PLAST_BIN_NEXTAFTER: return nextafter(a, b);
     case PLAST_BIN_IGAMMA: return (T)plast_igamma(0, (double)a, (double)b); // in double, as the CPU
     case PLAST_BIN_IGAMMAC: return (T)plast_igamma(1, (double)a, (double)b);
+    case PLAST_BIN_POLYGAMMA: return (T)plast_polygamma((int)a, (double)b);
     default: return Limits<T>::nan();
     }
 }
