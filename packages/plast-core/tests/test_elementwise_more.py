@@ -677,3 +677,37 @@ def test_polygamma_edges_and_arguments_like_torch():
     np.testing.assert_allclose(
         x.grad.numpy(), torch.polygamma(2, torch.tensor([1.5, 2.5])).numpy(), rtol=1e-6
     )
+
+
+# ---- frexp ----
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_frexp_like_torch(dtype):
+    a = np.array([8.0, -0.75, 0.0, -0.0, 1e-40, 3e38, INF, -INF, NAN, 1.0, 6.5], dtype)
+    tm, te = torch.frexp(torch.tensor(a))
+    pm, pe = plast.frexp(plast.tensor(a))
+    assert pe.dtype == plast.int32 and te.dtype == torch.int32 and pm.dtype == getattr(plast, dtype)
+    np.testing.assert_array_equal(pm.numpy(), tm.numpy())
+    assert (np.signbit(pm.numpy()) == np.signbit(tm.numpy())).all()
+    np.testing.assert_array_equal(pe.numpy(), te.numpy())
+    # a named tuple, as torch's; the method; a strided view
+    r = plast.tensor(a).frexp()
+    assert r.mantissa.tolist()[:2] == [0.5, -0.75] and r.exponent.tolist()[:2] == [4, 0]
+    b = np.arange(1.0, 13.0, dtype=dtype).reshape(3, 4)
+    tm, te = torch.frexp(torch.tensor(b).t()[::2])
+    pm, pe = plast.frexp(plast.tensor(b).t()[::2])
+    np.testing.assert_array_equal(pm.numpy(), tm.numpy())
+    np.testing.assert_array_equal(pe.numpy(), te.numpy())
+
+
+def test_frexp_gradient_and_integers_like_torch():
+    a = [8.0, -0.75, 3.0]
+    t, p = torch.tensor(a, requires_grad=True), plast.tensor(a, requires_grad=True)
+    torch.frexp(t).mantissa.sum().backward()
+    plast.frexp(p).mantissa.sum().backward()
+    assert p.grad.tolist() == t.grad.tolist() == [1 / 16, 1.0, 0.25]
+    with pytest.raises(RuntimeError):
+        torch.frexp(torch.tensor([1, 2]))
+    with pytest.raises(TypeError, match="floating point"):
+        plast.frexp(plast.tensor([1, 2]))

@@ -289,6 +289,7 @@ from .ops.special import (
     digamma,
     erfc,
     erfinv,
+    frexp,
     i0,
     igamma,
     igammac,

@@ -707,6 +707,7 @@ class Tensor(TensorBase):
     lgamma = special_ops.lgamma
     digamma = special_ops.digamma
     i0 = special_ops.i0
+    frexp = special_ops.frexp
 
     def polygamma(self, n: builtins.int) -> Tensor:  # torch's method takes n after self
         return special_ops.polygamma(n, self)

@@ -1,5 +1,5 @@
 """Inverse trigonometric and hyperbolic functions, atan2, the special functions erfc, erfinv, lgamma, digamma,
-polygamma, i0, igamma and igammac, and the float bit-level ops copysign, nextafter and signbit: rows of the op table with
+polygamma, i0, igamma and igammac, and the float bit-level ops copysign, nextafter, signbit and frexp: rows of the op table with
 their backward rules.
 
 Each is a primitive: none has a composite of plast's ops that is exact at its edges (atan of large x, asin near
@@ -12,6 +12,7 @@ rounded once (the rows are not ``half``).
 
 from __future__ import annotations
 
+import collections
 import math
 
 from .._core import dtypes
@@ -25,7 +26,7 @@ from . import movement
 from .creation import zeros_like
 from .elementwise import add, div, mul, neg, sub
 from .factory import scalar_tensor
-from .pointwise import _check_tensor, _operands, eq, lt, where
+from .pointwise import _check_tensor, _operands, eq, exp2, lt, where
 from .registry import register
 from .unary import _out, exp, log, sqrt
 
@@ -140,6 +141,21 @@ def _copysign_bw(node, g):
 COPYSIGN = register("copysign", cpu=cpu.binary, chain="copysign", backward=_copysign_bw, reads_output=True)
 # no backward, as torch (nextafter is not differentiable there either)
 NEXTAFTER = register("nextafter", cpu=cpu.binary, chain="nextafter", saves_inputs=False)
+
+
+def _frexp_bw(node, g, g_exponent=None):
+    # torch's rule: the mantissa's gradient over 2^exponent (the exponent, an integer, has none)
+    if g is None:
+        return (None,)
+    e = node.outputs[1]()
+    if e is None:
+        e = record(node.op, node.inputs, node.args, node.specs, node.inputs[0].device)[1]
+    return (div(g, exp2(movement.cast(e, g.dtype))),)
+
+
+# two outputs: the mantissa (x's dtype) and the exponent (int32)
+FREXP = register("frexp", cpu=cpu_pointwise.frexp, backward=_frexp_bw, n_outputs=2)
+_FrexpResult = collections.namedtuple("frexp", ["mantissa", "exponent"])
 
 
 def _igamma_bw(node, g):
@@ -302,6 +318,21 @@ def nextafter(input: TensorBase, other: TensorBase) -> TensorBase:
     return _float_binary(NEXTAFTER, input, other, promote_ints=False)
 
 
+def frexp(input: TensorBase) -> tuple[TensorBase, TensorBase]:
+    """(mantissa, exponent) with input = mantissa * 2^exponent, |mantissa| in [0.5, 1) (0, inf and nan keep
+    themselves, exponent 0); floating point tensors only, as torch. The exponent is int32.
+
+    >>> m, e = plast.frexp(plast.tensor([8.0, -0.75]))
+    >>> m.tolist(), e.tolist()
+    ([0.5, -0.75], [4, 0])
+    """
+    x = _check_tensor(input, "frexp")
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"frexp only supports floating point tensors, got {x.dtype}")
+    m, e = record(FREXP, (x,), (), [(x.shape, x.dtype), (x.shape, dtypes.int32)], x.device)
+    return _FrexpResult(m, e)
+
+
 def igamma(input: TensorBase, other: TensorBase) -> TensorBase:
     """The regularized lower incomplete gamma function P(a, x) = gamma(a, x) / Gamma(a), a = input, x = other,
     broadcast; floating point tensors only, as torch. The gradient flows to x only (torch has none for a).
@@ -358,6 +389,7 @@ __all__ = [
     "digamma",
     "erfc",
     "erfinv",
+    "frexp",
     "i0",
     "igamma",
     "igammac",

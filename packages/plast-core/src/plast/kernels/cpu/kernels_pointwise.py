@@ -206,3 +206,13 @@ def unary(node, inputs, outputs):
             np_view(out)[...] = np.round(np_view(x), node.args[0])
         else:
             np_view(out)[...] = _UNARY_NP[node.op.name](np_view(x))
+
+
+def frexp(node, inputs, outputs):
+    """x = mantissa * 2^exponent (numpy's frexp: 0, inf and nan keep themselves with exponent 0, as torch)."""
+    m, e = (np_view(o) for o in outputs)
+    if m.size == 0:
+        return
+    mant, ex = np.frexp(np_view(inputs[0]))
+    m[...] = mant
+    e[...] = ex

@@ -338,6 +338,18 @@ __device__ __forceinline__ void mask_to_additive_body(const uint8_t *m, Layout l
     PLAST_GRID_LOOP(i, n) out[i] = m[layout_offset(lm, i)] ? T(0) : -Limits<T>::inf();
 }
 
+// frexp: x = m * 2^e, |m| in [0.5, 1) (0, inf and nan keep themselves with exponent 0, as the CPU's numpy)
+template <typename T>
+__device__ __forceinline__ void frexp_body(const T *x, Layout lx, T *m, Layout lm, int32_t *e, Layout le, int64_t n) {
+    PLAST_GRID_LOOP(i, n) {
+        T v = x[layout_offset(lx, i)];
+        int ex = 0;
+        T r = isfinite(v) ? frexp(v, &ex) : v;
+        m[layout_offset(lm, i)] = r;
+        e[layout_offset(le, i)] = isfinite(v) ? ex : 0;
+    }
+}
+
 // ---- instantiations -------------------------------------------------------------------------------------------
 #define BINARY(SUF, T)                                                                                                 \
     extern "C" __global__ void binary_##SUF(int op, const T *a, Layout la, const T *b, Layout lb, T *out, Layout lo,   \
@@ -367,6 +379,13 @@ __device__ __forceinline__ void mask_to_additive_body(const uint8_t *m, Layout l
                                           int64_t k, int upper) {                                                      \
         tril_body<T>(x, lx, out, n, rows, cols, k, upper);                                                             \
     }
+
+#define FREXP(SUF, T)                                                                                                  \
+    extern "C" __global__ void frexp_##SUF(const T *x, Layout lx, T *m, Layout lm, int32_t *e, Layout le, int64_t n) { \
+        frexp_body<T>(x, lx, m, lm, e, le, n);                                                                         \
+    }
+FREXP(f32, float)
+FREXP(f64, double)
 
 BINARY(u8, uint8_t)
 BINARY(i32, int32_t)
