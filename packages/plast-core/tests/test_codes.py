@@ -61,9 +61,19 @@ FAMILIES = {
             "floor_divide": "PLAST_BIN_FLOORDIV",
             "remainder": "PLAST_BIN_REMAINDER",
             "fmod": "PLAST_BIN_FMOD",
+            "atan2": "PLAST_BIN_ATAN2",
+            "copysign": "PLAST_BIN_COPYSIGN",
+            "nextafter": "PLAST_BIN_NEXTAFTER",
+            "igamma": "PLAST_BIN_IGAMMA",
+            "igammac": "PLAST_BIN_IGAMMAC",
+            "polygamma": "PLAST_BIN_POLYGAMMA",
             "bitwise_and": "PLAST_BIN_BITAND",
             "bitwise_or": "PLAST_BIN_BITOR",
             "bitwise_xor": "PLAST_BIN_BITXOR",
+            "gcd": "PLAST_BIN_GCD",
+            "lcm": "PLAST_BIN_LCM",
+            "bitwise_left_shift": "PLAST_BIN_SHL",
+            "bitwise_right_shift": "PLAST_BIN_SHR",
         },
     ),
     "plast_unary": (
@@ -73,7 +83,8 @@ FAMILIES = {
                 n: f"PLAST_UN_{n.upper()}"
                 for n in (
                     "exp log log1p sqrt rsqrt tanh sigmoid relu abs neg gelu_tanh gelu_erf silu erf square sign sin "
-                    "cos floor ceil trunc round exp2 log2 log10 expm1"
+                    "cos floor ceil trunc round exp2 log2 log10 expm1 asin acos atan asinh acosh atanh erfc erfinv lgamma "
+                    "digamma trigamma i0 i1"
                 ).split()
             },
             "reciprocal": "PLAST_UN_RECIP",
@@ -198,8 +209,8 @@ def test_the_cpu_kernels_take_the_first_codes():
     # chain bytecode built on them); their tables are cut from the shared ones, not numbered again
     from plast.kernels.cpu import _fast, _kernels
 
-    assert codes.BINARY_CPU_COUNT == ENUMS["plast_binary"]["PLAST_BIN_FMOD"] + 1
-    assert codes.UNARY_CPU_COUNT == ENUMS["plast_unary"]["PLAST_UN_EXPM1"] + 1
+    assert codes.BINARY_CPU_COUNT == ENUMS["plast_binary"]["PLAST_BIN_POLYGAMMA"] + 1
+    assert codes.UNARY_CPU_COUNT == ENUMS["plast_unary"]["PLAST_UN_I1"] + 1
     assert _kernels.BINARY_CODES == {
         n: c for n, c in codes.BINARY_CODES.items() if c < codes.BINARY_CPU_COUNT
     }

@@ -42,6 +42,7 @@ from .ops import nn as nn_ops
 from .ops import pointwise as pointwise_ops
 from .ops import reduce as reduce_ops
 from .ops import shape as shape_ops
+from .ops import special as special_ops
 from .ops import unary as unary_ops
 from .ops._movement import persistent_copy
 from .ops.creation import tensor
@@ -452,6 +453,42 @@ class Tensor(TensorBase):
     masked_fill_ = inplace_ops.masked_fill_
     pow_ = inplace_ops.pow_
     __ipow__ = inplace_ops.pow_
+    asin_ = inplace_ops.asin_
+    arcsin_ = inplace_ops.asin_
+    acos_ = inplace_ops.acos_
+    arccos_ = inplace_ops.acos_
+    atan_ = inplace_ops.atan_
+    arctan_ = inplace_ops.atan_
+    asinh_ = inplace_ops.asinh_
+    arcsinh_ = inplace_ops.asinh_
+    acosh_ = inplace_ops.acosh_
+    arccosh_ = inplace_ops.acosh_
+    atanh_ = inplace_ops.atanh_
+    arctanh_ = inplace_ops.atanh_
+    atan2_ = inplace_ops.atan2_
+    arctan2_ = inplace_ops.atan2_
+    erfc_ = inplace_ops.erfc_
+    erfinv_ = inplace_ops.erfinv_
+    lgamma_ = inplace_ops.lgamma_
+    digamma_ = inplace_ops.digamma_
+    i0_ = inplace_ops.i0_
+    polygamma_ = inplace_ops.polygamma_
+    igamma_ = inplace_ops.igamma_
+    igammac_ = inplace_ops.igammac_
+    copysign_ = inplace_ops.copysign_
+    nextafter_ = inplace_ops.nextafter_
+    nan_to_num_ = inplace_ops.nan_to_num_
+    sinc_ = inplace_ops.sinc_
+    ldexp_ = inplace_ops.ldexp_
+    heaviside_ = inplace_ops.heaviside_
+    float_power_ = inplace_ops.float_power_
+    mvlgamma_ = inplace_ops.mvlgamma_
+    gcd_ = inplace_ops.gcd_
+    lcm_ = inplace_ops.lcm_
+    bitwise_left_shift_ = inplace_ops.bitwise_left_shift_
+    bitwise_right_shift_ = inplace_ops.bitwise_right_shift_
+    __ilshift__ = inplace_ops.bitwise_left_shift_
+    __irshift__ = inplace_ops.bitwise_right_shift_
 
     # ops/linalg.py
     matmul = linalg_ops.matmul
@@ -515,6 +552,14 @@ class Tensor(TensorBase):
     bitwise_or = pointwise_ops.bitwise_or
     bitwise_xor = pointwise_ops.bitwise_xor
     bitwise_not = pointwise_ops.bitwise_not
+    bitwise_left_shift = pointwise_ops.bitwise_left_shift
+    bitwise_right_shift = pointwise_ops.bitwise_right_shift
+    __lshift__ = pointwise_ops.bitwise_left_shift
+    __rshift__ = pointwise_ops.bitwise_right_shift
+    __rlshift__ = pointwise_ops._rlshift
+    __rrshift__ = pointwise_ops._rrshift
+    gcd = pointwise_ops.gcd
+    lcm = pointwise_ops.lcm
     isfinite = pointwise_ops.isfinite
     isnan = pointwise_ops.isnan
     isinf = pointwise_ops.isinf
@@ -651,8 +696,48 @@ class Tensor(TensorBase):
     erf = unary_ops.erf
     __abs__ = unary_ops.abs
 
+    # ops/special.py
+    asin = special_ops.asin
+    arcsin = special_ops.arcsin
+    acos = special_ops.acos
+    arccos = special_ops.arccos
+    atan = special_ops.atan
+    arctan = special_ops.arctan
+    asinh = special_ops.asinh
+    arcsinh = special_ops.arcsinh
+    acosh = special_ops.acosh
+    arccosh = special_ops.arccosh
+    atanh = special_ops.atanh
+    arctanh = special_ops.arctanh
+    atan2 = special_ops.atan2
+    arctan2 = special_ops.arctan2
+    erfc = special_ops.erfc
+    erfinv = special_ops.erfinv
+    lgamma = special_ops.lgamma
+    digamma = special_ops.digamma
+    i0 = special_ops.i0
+    frexp = special_ops.frexp
+
+    def polygamma(self, n: builtins.int) -> Tensor:  # torch's method takes n after self
+        return special_ops.polygamma(n, self)
+
+    igamma = special_ops.igamma
+    igammac = special_ops.igammac
+    copysign = special_ops.copysign
+    nextafter = special_ops.nextafter
+    signbit = special_ops.signbit
+
     # ops/composites.py (torch's elementwise functions in primitives, and alias names)
     absolute = composite_ops.absolute
+    fmax = composite_ops.fmax
+    fmin = composite_ops.fmin
+    nan_to_num = composite_ops.nan_to_num
+    heaviside = composite_ops.heaviside
+    isreal = composite_ops.isreal
+    float_power = composite_ops.float_power
+    sinc = composite_ops.sinc
+    ldexp = composite_ops.ldexp
+    mvlgamma = composite_ops.mvlgamma
     cosh = composite_ops.cosh
     deg2rad = composite_ops.deg2rad
     divide = composite_ops.divide

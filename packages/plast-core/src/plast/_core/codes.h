@@ -39,9 +39,10 @@ enum plast_reduction {
     PLAST_RED_SUM = 2,
 };
 
-/* binary arithmetic (torch's add, sub, mul, div, maximum, minimum, pow, floor_divide, remainder, fmod,
- * bitwise_and/or/xor). The CPU kernels (csrc/elementwise.c) and the elementwise-chain bytecode take the first
- * PLAST_BIN_COUNT (add..fmod; pow..fmod for float32/float64 only); CUDA (cu/elementwise.cu) takes them all. */
+/* binary arithmetic (torch's add, sub, mul, div, maximum, minimum, pow, floor_divide, remainder, fmod, atan2,
+ * copysign, nextafter, igamma, igammac, polygamma, bitwise_and/or/xor, gcd, lcm, the shifts). The CPU kernels (csrc/elementwise.c) and the elementwise-chain
+ * bytecode take the first PLAST_BIN_COUNT (add..polygamma; pow..polygamma for float32/float64 only); CUDA
+ * (cu/elementwise.cu) takes them all. */
 enum plast_binary {
     PLAST_BIN_ADD = 0,
     PLAST_BIN_SUB = 1,
@@ -53,14 +54,24 @@ enum plast_binary {
     PLAST_BIN_FLOORDIV = 7,
     PLAST_BIN_REMAINDER = 8, /* Python's %: the sign of the divisor */
     PLAST_BIN_FMOD = 9,      /* C's fmod: the sign of the dividend */
-    PLAST_BIN_BITAND = 10,
-    PLAST_BIN_BITOR = 11,
-    PLAST_BIN_BITXOR = 12,
+    PLAST_BIN_ATAN2 = 10,    /* atan2(a, b): the angle of the point (b, a) */
+    PLAST_BIN_COPYSIGN = 11, /* |a| with b's sign bit (so -0 and -nan count as negative) */
+    PLAST_BIN_NEXTAFTER = 12,
+    PLAST_BIN_IGAMMA = 13,    /* the regularized lower incomplete gamma function P(a, x) */
+    PLAST_BIN_IGAMMAC = 14,   /* ... and the upper one, Q(a, x) = 1 - P(a, x) */
+    PLAST_BIN_POLYGAMMA = 15, /* polygamma(a, x) for a whole a >= 2 (the op layer passes n as a float) */
+    PLAST_BIN_BITAND = 16,
+    PLAST_BIN_BITOR = 17,
+    PLAST_BIN_BITXOR = 18,
+    PLAST_BIN_GCD = 19, /* integers only, like the bitwise ops: the CPU runs them through numpy */
+    PLAST_BIN_LCM = 20,
+    PLAST_BIN_SHL = 21, /* bitwise_left_shift: 0 for a count < 0 or >= the width */
+    PLAST_BIN_SHR = 22, /* bitwise_right_shift: the sign for a count < 0 or >= the width */
 };
-#define PLAST_BIN_COUNT (PLAST_BIN_FMOD + 1) /* the binary codes the CPU kernels take */
+#define PLAST_BIN_COUNT (PLAST_BIN_POLYGAMMA + 1) /* the binary codes the CPU kernels take */
 
 /* unary math. The CPU kernels (csrc/unary.c) and the elementwise-chain bytecode take the first PLAST_UN_COUNT
- * (exp..expm1, float32/float64; their ROUND rounds to a whole number, no `decimals`); CUDA (cu/elementwise.cu)
+ * (exp..i1, float32/float64; their ROUND rounds to a whole number, no `decimals`); CUDA (cu/elementwise.cu)
  * takes them all. */
 enum plast_unary {
     PLAST_UN_EXP = 0,
@@ -90,9 +101,22 @@ enum plast_unary {
     PLAST_UN_LOG2 = 24,
     PLAST_UN_LOG10 = 25,
     PLAST_UN_EXPM1 = 26,
-    PLAST_UN_BITNOT = 27,
+    PLAST_UN_ASIN = 27,
+    PLAST_UN_ACOS = 28,
+    PLAST_UN_ATAN = 29,
+    PLAST_UN_ASINH = 30,
+    PLAST_UN_ACOSH = 31,
+    PLAST_UN_ATANH = 32,
+    PLAST_UN_ERFC = 33,
+    PLAST_UN_ERFINV = 34,
+    PLAST_UN_LGAMMA = 35,
+    PLAST_UN_DIGAMMA = 36,
+    PLAST_UN_TRIGAMMA = 37, /* polygamma(1, x): digamma's derivative */
+    PLAST_UN_I0 = 38,       /* the modified Bessel function of order 0 */
+    PLAST_UN_I1 = 39,       /* ... and of order 1: i0's derivative */
+    PLAST_UN_BITNOT = 40,
 };
-#define PLAST_UN_COUNT (PLAST_UN_EXPM1 + 1) /* the unary codes the CPU kernels take */
+#define PLAST_UN_COUNT (PLAST_UN_I1 + 1) /* the unary codes the CPU kernels take */
 
 /* comparisons and logical binary ops, bool out (CUDA; the CPU compares through numpy) */
 enum plast_compare {

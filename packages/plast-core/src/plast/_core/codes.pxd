@@ -35,9 +35,19 @@ cdef extern from "codes.h":
         PLAST_BIN_FLOORDIV
         PLAST_BIN_REMAINDER
         PLAST_BIN_FMOD
+        PLAST_BIN_ATAN2
+        PLAST_BIN_COPYSIGN
+        PLAST_BIN_NEXTAFTER
+        PLAST_BIN_IGAMMA
+        PLAST_BIN_IGAMMAC
+        PLAST_BIN_POLYGAMMA
         PLAST_BIN_BITAND
         PLAST_BIN_BITOR
         PLAST_BIN_BITXOR
+        PLAST_BIN_GCD
+        PLAST_BIN_LCM
+        PLAST_BIN_SHL
+        PLAST_BIN_SHR
     const int PLAST_BIN_COUNT
     enum plast_unary:
         PLAST_UN_EXP
@@ -67,6 +77,19 @@ cdef extern from "codes.h":
         PLAST_UN_LOG2
         PLAST_UN_LOG10
         PLAST_UN_EXPM1
+        PLAST_UN_ASIN
+        PLAST_UN_ACOS
+        PLAST_UN_ATAN
+        PLAST_UN_ASINH
+        PLAST_UN_ACOSH
+        PLAST_UN_ATANH
+        PLAST_UN_ERFC
+        PLAST_UN_ERFINV
+        PLAST_UN_LGAMMA
+        PLAST_UN_DIGAMMA
+        PLAST_UN_TRIGAMMA
+        PLAST_UN_I0
+        PLAST_UN_I1
         PLAST_UN_BITNOT
     const int PLAST_UN_COUNT
     enum plast_compare:

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
+
+from .._core import dtypes
+from .._core.errors import DTypeError
 from .._core.hints import TensorBase, TensorOrNumber
-from . import creation, pointwise, unary
+from . import creation, movement, pointwise, special, unary
 from .elementwise import add, div, mul, neg, sub
 
 
@@ -100,6 +104,128 @@ def isneginf(input: TensorBase) -> TensorBase:
     return pointwise.logical_and(pointwise.isinf(input), pointwise.lt(input, 0))
 
 
+def fmax(input: TensorBase, other: TensorBase) -> TensorBase:
+    """The larger of the two, ignoring nan (nan only where both are): where(a >= b or b is nan, a, b). The
+    gradient goes to the side taken, all of it to input on ties (torch's rule; maximum splits ties).
+
+    >>> plast.fmax(plast.tensor([1.0, float("nan")]), plast.tensor([float("nan"), 2.0])).tolist()
+    [1.0, 2.0]
+    """
+    take = pointwise.logical_or(pointwise.ge(input, other), pointwise.isnan(_tensor(other)))
+    return pointwise.where(take, input, other)
+
+
+def fmin(input: TensorBase, other: TensorBase) -> TensorBase:
+    """The smaller of the two, ignoring nan (see fmax)."""
+    take = pointwise.logical_or(pointwise.le(input, other), pointwise.isnan(_tensor(other)))
+    return pointwise.where(take, input, other)
+
+
+def _tensor(v):
+    return v if isinstance(v, TensorBase) else creation.as_tensor(v)
+
+
+def nan_to_num(
+    input: TensorBase, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
+) -> TensorBase:
+    """nan, +inf and -inf replaced by `nan`, `posinf` and `neginf` (by default 0 and the dtype's largest and
+    lowest finite values); integer and bool tensors come back unchanged (a copy). The gradient is zero at the
+    replaced elements, as torch.
+
+    >>> plast.nan_to_num(plast.tensor([float("nan"), float("inf"), 1.0]), posinf=9.0).tolist()
+    [0.0, 9.0, 1.0]
+    """
+    x = _tensor(input)
+    if not x.dtype.is_floating_point:
+        return movement.clone(x)
+    info = ml_dtypes.finfo(x.dtype.np)
+    hi = float(info.max) if posinf is None else posinf
+    lo = float(info.min) if neginf is None else neginf
+    out = pointwise.where(pointwise.isnan(x), nan, x)
+    out = pointwise.where(isposinf(x), hi, out)
+    return pointwise.where(isneginf(x), lo, out)
+
+
+def heaviside(input: TensorBase, values: TensorOrNumber) -> TensorBase:
+    """0 where input < 0, `values` where input == 0, 1 where input > 0 (and 0 at nan, as torch); input and a
+    tensor `values` must share a dtype, as torch. No gradient (torch has none either: its backward raises).
+
+    >>> plast.heaviside(plast.tensor([-1.0, 0.0, 2.0]), plast.tensor(0.5)).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    x = _tensor(input)
+    if isinstance(values, TensorBase) and values.dtype is not x.dtype:
+        raise DTypeError(
+            f"heaviside is not implemented for tensors of different dtypes ({x.dtype} and {values.dtype})"
+        )
+    v = values.detach() if isinstance(values, TensorBase) else values
+    x = x.detach()
+    step = movement.cast(pointwise.gt(x, 0), x.dtype)
+    return pointwise.where(pointwise.eq(x, 0), movement.cast(_tensor(v), x.dtype), step)
+
+
+def isreal(input: TensorBase) -> TensorBase:
+    """True everywhere: plast's tensors are real (torch's answer for a real tensor)."""
+    x = _tensor(input)
+    return creation.ones_like(x, dtype=dtypes.bool_)
+
+
+def float_power(input: TensorOrNumber, exponent: TensorOrNumber) -> TensorBase:
+    """pow computed in float64, whatever the inputs' dtypes (torch's float_power); the gradients come back in
+    the inputs' dtypes.
+
+    >>> plast.float_power(plast.tensor([2]), 0.5).dtype
+    plast.float64
+    """
+
+    def wide(v):
+        return movement.cast(v, dtypes.float64) if isinstance(v, TensorBase) else float(v)
+
+    return pointwise.pow(wide(input), wide(exponent))
+
+
+def sinc(input: TensorBase) -> TensorBase:
+    """sin(pi x) / (pi x), and 1 at 0 (the limit); integers give float32. The gradient at 0 is 0, as torch: the
+    quotient is taken of a denominator that is 1 there, so the branch where() drops can't make nan gradients."""
+    x = _float(input)
+    zero = pointwise.eq(x, 0)
+    px = mul(pointwise.where(zero, 1.0, x), math.pi)
+    return pointwise.where(zero, 1.0, div(unary.sin(px), px))
+
+
+def ldexp(input: TensorBase, other: TensorBase) -> TensorBase:
+    """input * 2 ** other; integers give float32. An integer exponent is exact as torch's is (input * 2**e in
+    float64, 2**e in two halves, rounded once to the result dtype: 1e-30 * 2**200 is 1.6e30 in float32, not
+    inf); a float exponent is 2 ** other in its own dtype, as torch computes it (so a 2 ** other that overflows
+    gives inf, as torch)."""
+    x, e = _float(_tensor(input)), _tensor(other)
+    if e.dtype.is_floating_point:
+        return mul(x, pointwise.exp2(e))
+    ef = movement.cast(e, dtypes.float64)
+    half = pointwise.floor(mul(ef, 0.5))
+    wide = mul(mul(movement.cast(x, dtypes.float64), pointwise.exp2(half)), pointwise.exp2(sub(ef, half)))
+    return movement.cast(wide, x.dtype)
+
+
+def mvlgamma(input: TensorBase, p: int) -> TensorBase:
+    """The multivariate log-gamma function of dimension p: p (p - 1) / 4 log(pi) + sum over j < p of
+    lgamma(x - j / 2); integers give float32. Like torch, no domain check (below (p - 1) / 2 the value is what
+    the sum gives, inf at the poles).
+
+    >>> round(plast.mvlgamma(plast.tensor([2.5]), 3).item(), 4)
+    1.881
+    """
+    if not isinstance(p, int) or isinstance(p, bool):
+        raise TypeError(f"mvlgamma: p must be an int, got {type(p).__name__}")
+    if p < 1:
+        raise ValueError(f"mvlgamma: p has to be greater than or equal to 1, got {p}")
+    x = _float(_tensor(input))
+    out = special.lgamma(x)
+    for j in range(1, p):
+        out = add(out, special.lgamma(sub(x, 0.5 * j)))
+    return add(out, p * (p - 1) / 4 * math.log(math.pi)) if p > 1 else out
+
+
 # torch's alias names: the same functions
 absolute = unary.abs
 divide = div
@@ -121,23 +247,32 @@ __all__ = [
     "deg2rad",
     "divide",
     "fix",
+    "float_power",
+    "fmax",
+    "fmin",
     "frac",
     "greater",
     "greater_equal",
+    "heaviside",
     "hypot",
     "isneginf",
     "isposinf",
+    "isreal",
+    "ldexp",
     "less",
     "less_equal",
     "logaddexp",
     "logaddexp2",
     "logit",
     "multiply",
+    "mvlgamma",
+    "nan_to_num",
     "negative",
     "not_equal",
     "positive",
     "rad2deg",
     "sgn",
+    "sinc",
     "sinh",
     "subtract",
     "tan",

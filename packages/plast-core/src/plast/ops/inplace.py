@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numbers
 
+from .._core import dtypes
 from .._core import grad_mode as autograd_state
 from .._core._structs import TensorBase
 from .._core.errors import ShapeError
@@ -16,7 +17,7 @@ from ..graph import inplace as _engine
 from ..graph.inplace import write_inplace
 from ..kernels.cpu.kernels import np_view
 from ..kernels.host import host_array, write_host
-from . import movement, random, view_writes
+from . import composites, movement, pointwise, random, special, view_writes
 from .creation import _fill_random_cuda, empty
 from .device import to_device
 from .elementwise import add, div, mul, sub
@@ -62,6 +63,129 @@ def masked_fill_(t: TensorBase, mask: TensorBase, value: TensorOrNumber) -> Tens
 
 def pow_(t: TensorBase, exponent: TensorOrNumber) -> TensorBase:
     return apply_inplace(t, lambda old: _pow(old, exponent), "pow_")
+
+
+def _float_inplace(t, fn, opname, *args):
+    """t = fn(t, *args) for a function whose result is float: an integer or bool t can't hold it, and torch
+    raises rather than truncate."""
+    if not t.dtype.is_floating_point:
+        raise RuntimeError(f"{opname}: the result is float, which can't be stored in {t.dtype} in place")
+    return apply_inplace(t, lambda old: fn(old, *args), opname)
+
+
+def asin_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.asin, "asin_")
+
+
+def acos_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.acos, "acos_")
+
+
+def atan_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.atan, "atan_")
+
+
+def asinh_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.asinh, "asinh_")
+
+
+def acosh_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.acosh, "acosh_")
+
+
+def atanh_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.atanh, "atanh_")
+
+
+def atan2_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return _float_inplace(t, special.atan2, "atan2_", other)
+
+
+def erfc_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.erfc, "erfc_")
+
+
+def erfinv_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.erfinv, "erfinv_")
+
+
+def lgamma_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.lgamma, "lgamma_")
+
+
+def digamma_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.digamma, "digamma_")
+
+
+def i0_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.i0, "i0_")
+
+
+def igamma_(t: TensorBase, other: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.igamma, "igamma_", other)
+
+
+def igammac_(t: TensorBase, other: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.igammac, "igammac_", other)
+
+
+def polygamma_(t: TensorBase, n: int) -> TensorBase:
+    return _float_inplace(t, lambda old: special.polygamma(n, old), "polygamma_")
+
+
+def copysign_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return _float_inplace(t, special.copysign, "copysign_", other)
+
+
+def nextafter_(t: TensorBase, other: TensorBase) -> TensorBase:
+    return _float_inplace(t, special.nextafter, "nextafter_", other)
+
+
+def nan_to_num_(
+    t: TensorBase, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
+) -> TensorBase:
+    return apply_inplace(t, lambda old: composites.nan_to_num(old, nan, posinf, neginf), "nan_to_num_")
+
+
+def sinc_(t: TensorBase) -> TensorBase:
+    return _float_inplace(t, composites.sinc, "sinc_")
+
+
+def ldexp_(t: TensorBase, other: TensorBase) -> TensorBase:
+    return _float_inplace(t, composites.ldexp, "ldexp_", other)
+
+
+def heaviside_(t: TensorBase, values: TensorOrNumber) -> TensorBase:
+    return apply_inplace(t, lambda old: composites.heaviside(old, values), "heaviside_")
+
+
+def float_power_(t: TensorBase, exponent: TensorOrNumber) -> TensorBase:
+    # the result is float64: torch keeps it only in a float64 tensor
+    if t.dtype is not dtypes.float64:
+        raise RuntimeError(
+            f"float_power_: the result is float64, which can't be stored in {t.dtype} in place"
+        )
+    return apply_inplace(t, lambda old: composites.float_power(old, exponent), "float_power_")
+
+
+def mvlgamma_(t: TensorBase, p: int) -> TensorBase:
+    return _float_inplace(t, composites.mvlgamma, "mvlgamma_", p)
+
+
+def gcd_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return apply_inplace(t, lambda old: pointwise.gcd(old, other), "gcd_")
+
+
+def lcm_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return apply_inplace(t, lambda old: pointwise.lcm(old, other), "lcm_")
+
+
+def bitwise_left_shift_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return apply_inplace(t, lambda old: pointwise.bitwise_left_shift(old, other), "bitwise_left_shift_")
+
+
+def bitwise_right_shift_(t: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return apply_inplace(t, lambda old: pointwise.bitwise_right_shift(old, other), "bitwise_right_shift_")
 
 
 def fill_(t: TensorBase, value: TensorOrNumber) -> TensorBase:

@@ -531,6 +531,56 @@ def bitwise_not(input: TensorBase) -> TensorBase:
     return record(BITWISE_NOT, (input,), (), [(input.shape, input.dtype)], input.device)[0]
 
 
+# integer-only ops with no gradient (torch defines none): numpy kernels on the CPU, as the bitwise ops
+INTEGER = {n: _no_grad_op(n, cpu.gcd_lcm) for n in ("gcd", "lcm")}
+INTEGER.update({n: _no_grad_op(n, cpu.binary) for n in ("bitwise_left_shift", "bitwise_right_shift")})
+
+
+def _integer(name, a, b):
+    ts, dt, dev = _operands((a, b), name)
+    if dt.is_floating_point or dt is dtypes.bool_:
+        raise DTypeError(f"{name} is only defined for integer tensors, got {dt}")
+    shape = broadcast_shapes(*(t.shape for t in ts), op=name)
+    return record(INTEGER[name], tuple(ts), (), [(shape, dt)], dev)[0]
+
+
+def gcd(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
+    """Greatest common divisor of integer tensors, non-negative (gcd(0, 0) = 0), broadcast.
+
+    >>> plast.gcd(plast.tensor([4, -6, 0]), plast.tensor([6, 9, 5])).tolist()
+    [2, 3, 5]
+    """
+    return _integer("gcd", input, other)
+
+
+def lcm(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
+    """Least common multiple of integer tensors, non-negative (0 where either is 0), broadcast."""
+    return _integer("lcm", input, other)
+
+
+def bitwise_left_shift(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
+    """input << other for integer tensors; a count below 0 or of the width or more gives 0, as torch.
+
+    >>> (plast.tensor([1, 3]) << 2).tolist()
+    [4, 12]
+    """
+    return _integer("bitwise_left_shift", input, other)
+
+
+def bitwise_right_shift(input: TensorOrNumber, other: TensorOrNumber) -> TensorBase:
+    """input >> other for integer tensors (arithmetic: the sign fills in); a count below 0 or of the width or
+    more gives the sign (0 or -1), as torch."""
+    return _integer("bitwise_right_shift", input, other)
+
+
+def _rlshift(self: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return bitwise_left_shift(other, self)
+
+
+def _rrshift(self: TensorBase, other: TensorOrNumber) -> TensorBase:
+    return bitwise_right_shift(other, self)
+
+
 TESTS = {n: _no_grad_op(n, cpu.unary) for n in ("isfinite", "isnan", "isinf")}
 
 
@@ -803,7 +853,8 @@ __all__ = [
     "nonzero",
     "pow", "floor_divide", "remainder", "fmod", "maximum", "minimum", "clamp", "clip", "clamp_min", "clamp_max",
     "where", "masked_fill", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-    "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "isfinite", "isnan", "isinf",
+    "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "gcd", "lcm", "bitwise_left_shift",
+    "bitwise_right_shift", "isfinite", "isnan", "isinf",
     "floor", "ceil", "trunc", "round", "exp2", "log2", "log10", "expm1", "reciprocal", "square", "softplus",
     "leaky_relu", "elu", "hardtanh", "lerp", "addcmul", "addcdiv",
 ]  # fmt: skip

@@ -129,11 +129,35 @@ _BINARY_NP = {
     "bitwise_and": np.bitwise_and,
     "bitwise_or": np.bitwise_or,
     "bitwise_xor": np.bitwise_xor,
+    # numpy's rules are torch's: a shift by < 0 or >= the width gives 0 (left) or the sign (right)
+    "bitwise_left_shift": np.left_shift,
+    "bitwise_right_shift": np.right_shift,
 }
 
 
+def _magnitude(x):
+    # |x| as uint64, exact for the most negative value too (np.abs leaves INT64_MIN negative; as uint64 it is 2^63)
+    return np.abs(x.astype(np.int64)).astype(np.uint64)
+
+
+def gcd_lcm(node, inputs, outputs):
+    """gcd / lcm of integer tensors. gcd on the operands' magnitudes in uint64: numpy's signed gcd divides
+    INT_MIN by -1 on the way (a SIGFPE that kills the process); the result wraps to the dtype, as the CUDA
+    kernel's (gcd(INT_MIN, 0) is INT_MIN). lcm is torch's |a / gcd * b| in the dtype, wrapping where it
+    overflows."""
+    out = np_view(outputs[0])
+    if out.size == 0:
+        return
+    a, b = np_view(inputs[0]), np_view(inputs[1])
+    g = np.gcd(_magnitude(a), _magnitude(b)).astype(out.dtype)
+    if node.op.name == "lcm":
+        with np.errstate(all="ignore"):
+            g = np.where(g == 0, 0, np.abs(a // np.where(g == 0, 1, g) * b))
+    out[...] = g
+
+
 def binary(node, inputs, outputs):
-    """Comparisons, logical and bitwise ops: one numpy ufunc writing into the output."""
+    """Comparisons, logical, bitwise and integer ops: one numpy ufunc writing into the output."""
     out = np_view(outputs[0])
     if out.size == 0:
         return
@@ -158,10 +182,14 @@ _UNARY_NP = {
 }
 
 
-# the rows the C unary kernel (csrc/unary.c) takes for float32/float64 ("round": to whole numbers)
+# the rows the C unary kernel (csrc/unary.c) takes for float32/float64 ("round": to whole numbers); the inverse
+# trig and special functions (ops/special.py) have no numpy form: their rows only ever see float32/float64
 _C_UNARY = {
     name: _fast.UNARY_CODES[name]
-    for name in ("floor", "ceil", "trunc", "round", "exp2", "log2", "log10", "expm1")
+    for name in (
+        "floor ceil trunc round exp2 log2 log10 expm1 "
+        "asin acos atan asinh acosh atanh erfc erfinv lgamma digamma trigamma i0 i1"
+    ).split()
 }
 
 
@@ -178,3 +206,13 @@ def unary(node, inputs, outputs):
             np_view(out)[...] = np.round(np_view(x), node.args[0])
         else:
             np_view(out)[...] = _UNARY_NP[node.op.name](np_view(x))
+
+
+def frexp(node, inputs, outputs):
+    """x = mantissa * 2^exponent (numpy's frexp: 0, inf and nan keep themselves with exponent 0, as torch)."""
+    m, e = (np_view(o) for o in outputs)
+    if m.size == 0:
+        return
+    mant, ex = np.frexp(np_view(inputs[0]))
+    m[...] = mant
+    e[...] = ex

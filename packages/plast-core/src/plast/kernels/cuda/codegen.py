@@ -31,7 +31,6 @@ OPCODES = dict(_fused.OPCODES)
 NAMES = {code: name for name, code in OPCODES.items()}
 BINARY = tuple(_fused.BINARY)
 UNARY = tuple(_fused.UNARY)
-SUPPORTED = frozenset(BINARY) | frozenset(UNARY)  # every op the bytecode has
 
 KERNEL_NAME = "plast_chain"
 BLOCK = 256
@@ -53,6 +52,9 @@ _BIN_EXPR = {
     "floor_divide": "pl_floor_divide({a}, {b})",
     "remainder": "pl_remainder({a}, {b})",
     "fmod": "pl_fmod({a}, {b})",
+    "atan2": "pl_atan2({a}, {b})",
+    "copysign": "pl_copysign({a}, {b})",
+    "nextafter": "pl_nextafter({a}, {b})",
 }
 
 
@@ -74,6 +76,9 @@ def _binary_helpers(T, f):
             f"const {T} mod = fmod{f}(a, b);\n    return mod != 0 && (b < 0) != (mod < 0) ? mod + b : mod;"
         ),
         "fmod": f"return fmod{f}(a, b);",
+        "atan2": f"return atan2{f}(a, b);",
+        "copysign": f"return copysign{f}(a, b);",
+        "nextafter": f"return nextafter{f}(a, b);",
     }
 
 
@@ -122,6 +127,15 @@ _UNARY_F32 = {
     "log2": ("return log2f(x);", ()),
     "log10": ("return log10f(x);", ()),
     "expm1": ("return expm1f(x);", ()),
+    "asin": ("return asinf(x);", ()),
+    "acos": ("return acosf(x);", ()),
+    "atan": ("return atanf(x);", ()),
+    "asinh": ("return asinhf(x);", ()),
+    "acosh": ("return acoshf(x);", ()),
+    "atanh": ("return atanhf(x);", ()),
+    # in double, rounded once, as csrc/unary.c
+    "erfc": ("return (float)erfc((double)x);", ()),
+    "lgamma": ("return (float)lgamma((double)x);", ()),
 }
 _UNARY_F64 = {
     "exp": ("return exp(x);", ()),
@@ -155,9 +169,22 @@ _UNARY_F64 = {
     "log2": ("return log2(x);", ()),
     "log10": ("return log10(x);", ()),
     "expm1": ("return expm1(x);", ()),
+    "asin": ("return asin(x);", ()),
+    "acos": ("return acos(x);", ()),
+    "atan": ("return atan(x);", ()),
+    "asinh": ("return asinh(x);", ()),
+    "acosh": ("return acosh(x);", ()),
+    "atanh": ("return atanh(x);", ()),
+    "erfc": ("return erfc(x);", ()),
+    "lgamma": ("return lgamma(x);", ()),
 }
 _UNARY = {F32: _UNARY_F32, F64: _UNARY_F64}
-assert set(_UNARY_F32) == set(UNARY) == set(_UNARY_F64) and set(_BIN_EXPR) == set(BINARY)
+# the ops the generator knows: the bytecode's but the special functions (erfinv, digamma, trigamma, i0, i1,
+# igamma, igammac, polygamma), whose code is _core/special.h (a generated source includes no header of plast's):
+# chains.py leaves them unfused on CUDA, where their rows run cu/elementwise.cu's kernels
+SUPPORTED = frozenset(_BIN_EXPR) | frozenset(_UNARY_F32)
+NOT_GENERATED = (frozenset(BINARY) | frozenset(UNARY)) - SUPPORTED
+assert set(_UNARY_F32) == set(_UNARY_F64) <= set(UNARY) and set(_BIN_EXPR) <= set(BINARY)
 assert set(_BINARY[3]) == set(_BINARY[4]) <= set(BINARY)
 
 

@@ -335,7 +335,9 @@ BINARY_CODES = dict(codes.BINARY_CODES)
 COMPARE_CODES = dict(codes.COMPARE_CODES)
 # round_decimals (round with decimals != 0) is the .cu kernel's round with its `decimals` argument
 UNARY_CODES = dict(
-    codes.UNARY_CODES, reduce_safe_sqrt=codes.UNARY_CODES["sqrt"], round_decimals=codes.UNARY_CODES["round"]
+    codes.UNARY_CODES,
+    reduce_safe_sqrt=codes.UNARY_CODES["sqrt"],
+    round_decimals=codes.UNARY_CODES["round"],
 )
 PREDICATE_CODES = {
     name: codes.PREDICATE_CODES[name] for name in ("isfinite", "isnan", "isinf", "logical_not")
@@ -362,7 +364,8 @@ def _bstrides(op_, shape):
 
 
 def binary(node, inputs, outputs):
-    """add, sub, mul, div, maximum, minimum, pow, floor_divide, remainder, fmod and the bitwise ops."""
+    """add, sub, mul, div, maximum, minimum, pow, floor_divide, remainder, fmod, atan2, copysign, nextafter and
+    the bitwise ops."""
     out = outputs[0]
     if out.numel() == 0:
         return
@@ -917,6 +920,18 @@ def topk(node, inputs, outputs):
     sort_raw(operand(inputs[0]), dim, largest, k, outputs[0])
 
 
+def frexp(node, inputs, outputs):
+    """x = mantissa * 2^exponent: the mantissa in x's float dtype, the exponent int32."""
+    m, e = outputs
+    n = m.numel()
+    if n == 0:
+        return
+    x = operand(inputs[0])
+    lx, lm, le = layouts(x.shape, [x.strides, m._strides, e._strides])
+    p = Params().ptr(x.addr).raw(lx).ptr(addr(m)).raw(lm).ptr(addr(e)).raw(le).i64(n)
+    launch("elementwise", f"frexp_{SUF[x.code]}", grid1(n), (BLOCK,), p)
+
+
 # ---- registration -------------------------------------------------------------------------------------------
 
 POINTWISE = {
@@ -927,7 +942,7 @@ POINTWISE = {
     "reduce_take_along": take_along, "reduce_put_along": put_along,
     "sum": reduce, "prod": reduce, "amax": reduce, "amin": reduce, "all": reduce, "any": reduce, "norm": norm,
     "argmax": argminmax, "argmin": argminmax, "logsumexp": logsumexp, "cumsum": cumsum,
-    "argsort": argsort, "topk": topk, "autograd_function": function_outputs,
+    "argsort": argsort, "topk": topk, "autograd_function": function_outputs, "frexp": frexp,
     "reduce_tie_weights": tie_weights, "reduce_prod_others": prod_others, "reduce_prod_others_bw": prod_others,
     # a copy whose backward rule raises (scatter_reduce's unsupported double backward)
     "scatter_reduce_double_backward_error": copy,

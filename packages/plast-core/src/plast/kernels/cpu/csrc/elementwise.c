@@ -1,9 +1,12 @@
+/* lgamma_r (special.h's plast_lgamma, for igamma): glibc declares it only for _DEFAULT_SOURCE under -std=c11 */
+#define _DEFAULT_SOURCE
 #include "elementwise.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "plast_omp.h"
+#include "special.h" /* plast/_core/special.h: igamma, igammac, polygamma */
 
 /* ---- scalar definitions of each op, shared by the portable path and the SIMD tails ---- */
 #define S_ADD(x, y) ((x) + (y))
@@ -88,8 +91,21 @@ POW_BY_ONE(double, f64, sqrt, pow)
 #define S_REMAINDER_f64(x, y) remainder_f64(x, y)
 #define S_FMOD_f32(x, y)      fmodf(x, y)
 #define S_FMOD_f64(x, y)      fmod(x, y)
+#define S_ATAN2_f32(x, y)     atan2f(x, y)
+#define S_ATAN2_f64(x, y)     atan2(x, y)
+#define S_COPYSIGN_f32(x, y)  copysignf(x, y)
+#define S_COPYSIGN_f64(x, y)  copysign(x, y)
+#define S_NEXTAFTER_f32(x, y) nextafterf(x, y)
+#define S_NEXTAFTER_f64(x, y) nextafter(x, y)
+#define S_IGAMMA_f32(x, y)    (float)plast_igamma(0, x, y) /* in double, rounded once */
+#define S_IGAMMA_f64(x, y)    plast_igamma(0, x, y)
+#define S_IGAMMAC_f32(x, y)   (float)plast_igamma(1, x, y)
+#define S_IGAMMAC_f64(x, y)   plast_igamma(1, x, y)
+#define S_POLYGAMMA_f32(x, y) (float)plast_polygamma((int)(x), y)
+#define S_POLYGAMMA_f64(x, y) plast_polygamma((int)(x), y)
 
-/* the float kernels: the integer ones' arithmetic, then pow, floor_divide, remainder and fmod */
+/* the float kernels: the integer ones' arithmetic, then pow, floor_divide, remainder, fmod, atan2,
+ * copysign, nextafter (libm) igamma/igammac and polygamma (special.h) */
 #define SCALAR_FLOAT_KERNEL(T, SUF)                                                                                    \
     static void binary_scalar_##SUF(int op, const T *a, ptrdiff_t a_s, const T *b, ptrdiff_t b_s, T *out,              \
                                     ptrdiff_t n) {                                                                     \
@@ -101,6 +117,12 @@ POW_BY_ONE(double, f64, sqrt, pow)
         case PLAST_BIN_FLOORDIV: SCALAR_LOOP(T, S_FLOORDIV_##SUF) break;                                               \
         case PLAST_BIN_REMAINDER: SCALAR_LOOP(T, S_REMAINDER_##SUF) break;                                             \
         case PLAST_BIN_FMOD: SCALAR_LOOP(T, S_FMOD_##SUF) break;                                                       \
+        case PLAST_BIN_ATAN2: SCALAR_LOOP(T, S_ATAN2_##SUF) break;                                                     \
+        case PLAST_BIN_COPYSIGN: SCALAR_LOOP(T, S_COPYSIGN_##SUF) break;                                               \
+        case PLAST_BIN_NEXTAFTER: SCALAR_LOOP(T, S_NEXTAFTER_##SUF) break;                                             \
+        case PLAST_BIN_IGAMMA: SCALAR_LOOP(T, S_IGAMMA_##SUF) break;                                                   \
+        case PLAST_BIN_IGAMMAC: SCALAR_LOOP(T, S_IGAMMAC_##SUF) break;                                                 \
+        case PLAST_BIN_POLYGAMMA: SCALAR_LOOP(T, S_POLYGAMMA_##SUF) break;                                             \
         default: binary_arith_##SUF(op, a, a_s, b, b_s, out, n);                                                       \
         }                                                                                                              \
     }
@@ -256,6 +278,12 @@ STRIDED_KERNEL(double, binary_strided_arith_f64)
         case PLAST_BIN_FLOORDIV: STRIDED_LOOP(T, S_FLOORDIV_##SUF) break;                                              \
         case PLAST_BIN_REMAINDER: STRIDED_LOOP(T, S_REMAINDER_##SUF) break;                                            \
         case PLAST_BIN_FMOD: STRIDED_LOOP(T, S_FMOD_##SUF) break;                                                      \
+        case PLAST_BIN_ATAN2: STRIDED_LOOP(T, S_ATAN2_##SUF) break;                                                    \
+        case PLAST_BIN_COPYSIGN: STRIDED_LOOP(T, S_COPYSIGN_##SUF) break;                                              \
+        case PLAST_BIN_NEXTAFTER: STRIDED_LOOP(T, S_NEXTAFTER_##SUF) break;                                            \
+        case PLAST_BIN_IGAMMA: STRIDED_LOOP(T, S_IGAMMA_##SUF) break;                                                  \
+        case PLAST_BIN_IGAMMAC: STRIDED_LOOP(T, S_IGAMMAC_##SUF) break;                                                \
+        case PLAST_BIN_POLYGAMMA: STRIDED_LOOP(T, S_POLYGAMMA_##SUF) break;                                            \
         default: binary_strided_arith_##SUF(op, x, sa, y, sb, o, so, n);                                               \
         }                                                                                                              \
     }

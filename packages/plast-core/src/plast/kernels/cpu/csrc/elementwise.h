@@ -20,7 +20,7 @@ void plast_binary_contig_f64(int simd, int op, const double *a, int a_bcast, con
                              ptrdiff_t n);
 
 /* n-d driver. All three operands share `dtype`; op is below PLAST_BIN_COUNT (div, pow, floor_divide, remainder
- * and fmod: float dtypes only). Returns 0, or -1 for an unknown op/dtype. */
+ * fmod, atan2, copysign, nextafter, igamma and igammac: float dtypes only). Returns 0, or -1 for an unknown op/dtype. */
 int plast_binary_nd(int simd, int nthreads, int op, int dtype, int ndim, const ptrdiff_t *shape, const char *a,
                     const ptrdiff_t *a_strides, const char *b, const ptrdiff_t *b_strides, char *out,
                     const ptrdiff_t *out_strides);

@@ -1,9 +1,12 @@
+/* lgamma_r (special.h's plast_lgamma): glibc declares it only for _DEFAULT_SOURCE under -std=c11 */
+#define _DEFAULT_SOURCE
 #include "unary.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "plast_omp.h"
+#include "special.h" /* plast/_core/special.h */
 
 /* float32 bodies at every level (vec_levels.h), then the float64 subset (vec_levels_f64.h) */
 #define PLAST_VEC_BODY "unary_simd.h"
@@ -17,7 +20,37 @@
 #include "vec_levels_f64.h"
 #undef VT
 
+#define F32_LOOP(EXPR)                                                                                                 \
+    for (ptrdiff_t i = 0; i < n; i++) {                                                                                \
+        float v = x[i];                                                                                                \
+        y[i] = EXPR;                                                                                                   \
+    }
+
+/* asin..i1 in float32: no vector form (rare ops); float libm where it has the function, else the double
+ * function rounded once */
+static void unary_scalar_f32(int op, const float *x, float *y, ptrdiff_t n) {
+    switch (op) {
+    case PLAST_UN_ASIN: F32_LOOP(asinf(v)) break;
+    case PLAST_UN_ACOS: F32_LOOP(acosf(v)) break;
+    case PLAST_UN_ATAN: F32_LOOP(atanf(v)) break;
+    case PLAST_UN_ASINH: F32_LOOP(asinhf(v)) break;
+    case PLAST_UN_ACOSH: F32_LOOP(acoshf(v)) break;
+    case PLAST_UN_ATANH: F32_LOOP(atanhf(v)) break;
+    case PLAST_UN_ERFC: F32_LOOP((float)erfc(v)) break; /* erfcf rounds badly where the result is denormal */
+    case PLAST_UN_ERFINV: F32_LOOP((float)plast_erfinv(v)) break;
+    case PLAST_UN_LGAMMA: F32_LOOP((float)plast_lgamma(v)) break;
+    case PLAST_UN_DIGAMMA: F32_LOOP((float)plast_digamma(v)) break;
+    case PLAST_UN_TRIGAMMA: F32_LOOP((float)plast_trigamma(v)) break;
+    case PLAST_UN_I0: F32_LOOP((float)plast_bessel_i(0, v)) break;
+    case PLAST_UN_I1: F32_LOOP((float)plast_bessel_i(1, v)) break;
+    }
+}
+
 void plast_unary_contig_f32(int simd, int op, const float *x, float *y, ptrdiff_t n) {
+    if (op >= PLAST_UN_ASIN) {
+        unary_scalar_f32(op, x, y, n);
+        return;
+    }
     PLAST_VEC_DISPATCH(unary_f32, op, x, y, n);
 }
 
@@ -60,6 +93,19 @@ void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n) {
     case PLAST_UN_LOG2: F64_LOOP(log2(v)) break;
     case PLAST_UN_LOG10: F64_LOOP(log10(v)) break;
     case PLAST_UN_EXPM1: F64_LOOP(expm1(v)) break;
+    case PLAST_UN_ASIN: F64_LOOP(asin(v)) break;
+    case PLAST_UN_ACOS: F64_LOOP(acos(v)) break;
+    case PLAST_UN_ATAN: F64_LOOP(atan(v)) break;
+    case PLAST_UN_ASINH: F64_LOOP(asinh(v)) break;
+    case PLAST_UN_ACOSH: F64_LOOP(acosh(v)) break;
+    case PLAST_UN_ATANH: F64_LOOP(atanh(v)) break;
+    case PLAST_UN_ERFC: F64_LOOP(erfc(v)) break;
+    case PLAST_UN_ERFINV: F64_LOOP(plast_erfinv(v)) break;
+    case PLAST_UN_LGAMMA: F64_LOOP(plast_lgamma(v)) break;
+    case PLAST_UN_DIGAMMA: F64_LOOP(plast_digamma(v)) break;
+    case PLAST_UN_TRIGAMMA: F64_LOOP(plast_trigamma(v)) break;
+    case PLAST_UN_I0: F64_LOOP(plast_bessel_i(0, v)) break;
+    case PLAST_UN_I1: F64_LOOP(plast_bessel_i(1, v)) break;
     }
 }
 

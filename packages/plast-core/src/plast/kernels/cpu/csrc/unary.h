@@ -1,4 +1,5 @@
-/* Unary elementwise kernels: vectorized float32 math (vmath_simd.h) on every SIMD level; float64 vectorized for
+/* Unary elementwise kernels: vectorized float32 math (vmath_simd.h) on every SIMD level (but asin..i1: libm
+ * and _core/special.h loops); float64 vectorized for
  * exp, sqrt, rsqrt, sigmoid, relu, abs, neg, silu, reciprocal, square, sign, gelu_tanh (vmath_f64_simd.h) and
  * the roundings (floor, ceil, trunc, round half to even), libm loops for the rest; an n-d driver for strided inputs, OpenMP over chunks for large sizes.
  */

@@ -6,6 +6,7 @@
 // plast/_core/codes.h: PLAST_BIN_* (binary), PLAST_CMP_* (comparisons), PLAST_UN_* (unary), PLAST_PRED_*.
 #include "codes.h"
 #include "common.cuh"
+#include "special.h" // digamma, trigamma, erfinv, I0, I1, igamma: the CPU's (plast/_core/special.h)
 
 #include <type_traits>
 
@@ -42,6 +43,12 @@ template <typename T> __device__ __forceinline__ T float_binary(int op, T a, T b
         return m;
     }
     case PLAST_BIN_FMOD: return fmod(a, b);
+    case PLAST_BIN_ATAN2: return atan2(a, b);
+    case PLAST_BIN_COPYSIGN: return copysign(a, b);
+    case PLAST_BIN_NEXTAFTER: return nextafter(a, b);
+    case PLAST_BIN_IGAMMA: return (T)plast_igamma(0, (double)a, (double)b); // in double, as the CPU
+    case PLAST_BIN_IGAMMAC: return (T)plast_igamma(1, (double)a, (double)b);
+    case PLAST_BIN_POLYGAMMA: return (T)plast_polygamma((int)a, (double)b);
     default: return Limits<T>::nan();
     }
 }
@@ -79,6 +86,23 @@ template <typename T> __device__ __forceinline__ T int_binary(int op, T a, T b, 
     case PLAST_BIN_BITAND: return a & b;
     case PLAST_BIN_BITOR: return a | b;
     case PLAST_BIN_BITXOR: return a ^ b;
+    case PLAST_BIN_GCD:
+    case PLAST_BIN_LCM: {
+        // Euclid on the magnitudes (unsigned: |INT_MIN| fits), as torch's: gcd(INT_MIN, 0) wraps to INT_MIN
+        U x = a < 0 ? U(0) - (U)a : (U)a, y = b < 0 ? U(0) - (U)b : (U)b;
+        while (y != 0) {
+            U t = x % y;
+            x = y;
+            y = t;
+        }
+        if (op == PLAST_BIN_GCD) return (T)x;
+        if (x == 0) return T(0);
+        T r = (T)((U)(a / (T)x) * (U)b); // torch's |a / gcd * b|, wrapping where it overflows
+        return r < 0 ? (T)(U(0) - (U)r) : r;
+    }
+    // shifts by a negative count or by the width or more: 0 to the left, the sign to the right (torch's rule)
+    case PLAST_BIN_SHL: return b < 0 || b >= T(8 * sizeof(T)) ? T(0) : (T)((U)a << b);
+    case PLAST_BIN_SHR: return b < 0 || b >= T(8 * sizeof(T)) ? (a < 0 ? T(-1) : T(0)) : (T)(a >> b);
     default: return 0;
     }
 }
@@ -180,6 +204,20 @@ template <typename T> __device__ __forceinline__ T float_unary(int op, T x, int 
     case PLAST_UN_RECIP: return T(1) / x;
     case PLAST_UN_RSQRT: return T(1) / sqrt(x);
     case PLAST_UN_SQUARE: return x * x;
+    case PLAST_UN_ASIN: return asin(x);
+    case PLAST_UN_ACOS: return acos(x);
+    case PLAST_UN_ATAN: return atan(x);
+    case PLAST_UN_ASINH: return asinh(x);
+    case PLAST_UN_ACOSH: return acosh(x);
+    case PLAST_UN_ATANH: return atanh(x);
+    // in double, rounded once, as the CPU computes them (csrc/unary.c)
+    case PLAST_UN_ERFC: return (T)erfc((double)x);
+    case PLAST_UN_LGAMMA: return (T)lgamma((double)x);
+    case PLAST_UN_ERFINV: return (T)plast_erfinv((double)x);
+    case PLAST_UN_DIGAMMA: return (T)plast_digamma((double)x);
+    case PLAST_UN_TRIGAMMA: return (T)plast_trigamma((double)x);
+    case PLAST_UN_I0: return (T)plast_bessel_i(0, (double)x);
+    case PLAST_UN_I1: return (T)plast_bessel_i(1, (double)x);
     default: return Limits<T>::nan();
     }
 }
@@ -300,6 +338,18 @@ __device__ __forceinline__ void mask_to_additive_body(const uint8_t *m, Layout l
     PLAST_GRID_LOOP(i, n) out[i] = m[layout_offset(lm, i)] ? T(0) : -Limits<T>::inf();
 }
 
+// frexp: x = m * 2^e, |m| in [0.5, 1) (0, inf and nan keep themselves with exponent 0, as the CPU's numpy)
+template <typename T>
+__device__ __forceinline__ void frexp_body(const T *x, Layout lx, T *m, Layout lm, int32_t *e, Layout le, int64_t n) {
+    PLAST_GRID_LOOP(i, n) {
+        T v = x[layout_offset(lx, i)];
+        int ex = 0;
+        T r = isfinite(v) ? frexp(v, &ex) : v;
+        m[layout_offset(lm, i)] = r;
+        e[layout_offset(le, i)] = isfinite(v) ? ex : 0;
+    }
+}
+
 // ---- instantiations -------------------------------------------------------------------------------------------
 #define BINARY(SUF, T)                                                                                                 \
     extern "C" __global__ void binary_##SUF(int op, const T *a, Layout la, const T *b, Layout lb, T *out, Layout lo,   \
@@ -329,6 +379,13 @@ __device__ __forceinline__ void mask_to_additive_body(const uint8_t *m, Layout l
                                           int64_t k, int upper) {                                                      \
         tril_body<T>(x, lx, out, n, rows, cols, k, upper);                                                             \
     }
+
+#define FREXP(SUF, T)                                                                                                  \
+    extern "C" __global__ void frexp_##SUF(const T *x, Layout lx, T *m, Layout lm, int32_t *e, Layout le, int64_t n) { \
+        frexp_body<T>(x, lx, m, lm, e, le, n);                                                                         \
+    }
+FREXP(f32, float)
+FREXP(f64, double)
 
 BINARY(u8, uint8_t)
 BINARY(i32, int32_t)
