@@ -82,7 +82,10 @@ MOVE_CALLS = {
     "cast": "y.to(lib.float64)",
 }
 # elementwise ops whose probed call would be another op: where(y) alone is nonzero(y, as_tuple=True)
-ELEMENTWISE_CALLS = {"where": "lib.where(y > 1.2, y, y2)"}
+ELEMENTWISE_CALLS = {
+    "where": "lib.where(y > 1.2, y, y2)",
+    "mvlgamma": "lib.mvlgamma(y + 1.0, 2)",  # p (an int) is the second argument; y + 1 keeps y above (p - 1) / 2
+}
 # one Python tensor per slice: a huge split dim makes 2**31 objects (torch too); these run with that dim small
 SLICES_LAST_DIM = {"chunk", "split", "unbind"}
 
