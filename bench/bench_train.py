@@ -41,7 +41,9 @@ class _Attn(tnn.Module):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True)
+        y = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True
+        )
         return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)))
 
 
@@ -166,7 +168,10 @@ def main():
     t = trainers["jit"]
     it = iter(t.loader)
     pb = [next(it) for _ in range(need)]
-    tb = [(torch.from_numpy(x.numpy().astype(np.int64)), torch.from_numpy(y.numpy().astype(np.int64))) for x, y in pb]
+    tb = [
+        (torch.from_numpy(x.numpy().astype(np.int64)), torch.from_numpy(y.numpy().astype(np.int64)))
+        for x, y in pb
+    ]
     tmodel = _torch_twin(t.model, cfg)
     steps["torch eager"] = _torch_step(tmodel, cfg, cfg.train.max_steps)
     res = {k: [] for k in steps}

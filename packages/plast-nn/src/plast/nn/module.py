@@ -459,11 +459,11 @@ class Module:
     def zero_grad(self, set_to_none=True):
         """Reset every parameter's .grad: to None (default, as torch) or to zeros."""
         for p in self.parameters():
-            if p.grad is None:
-                continue
             if set_to_none:
+                # assigned even when None: inside a @plast.jit trace, the assignment is what tells backward that
+                # the step's gradient does not depend on the .grad a call starts with (one plan for every call)
                 p.grad = None
-            else:
+            elif p.grad is not None:
                 if p.grad.grad_fn is not None:
                     p.grad = p.grad.detach()
                 with plast.no_grad():

@@ -114,11 +114,11 @@ class Optimizer:
         """Reset the gradients of every optimized parameter: to None (default, as torch) or to zeros."""
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is None:
-                    continue
                 if set_to_none:
+                    # assigned even when None: inside a @plast.jit trace, the assignment is what tells backward that
+                    # the step's gradient does not depend on the .grad a call starts with (one plan for every call)
                     p.grad = None
-                else:
+                elif p.grad is not None:
                     if p.grad.grad_fn is not None:
                         p.grad = p.grad.detach()
                     with plast.no_grad():
