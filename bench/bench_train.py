@@ -8,8 +8,9 @@ batches of 32 windows of `plast train`'s data (the BPE-tokenized python docs), A
 own step (plast.experiment.trainer, jitted as `plast train` runs it, and eager). torch: the same model written
 in torch here (nanoGPT's architecture and parameter names, exact GELU, scaled_dot_product_attention), started
 from plast's initial weights, fed the same batches, with torch.optim.AdamW and clip_grad_norm_. Each round times
-`--steps` steps of each after a warm-up; prints medians of the per-round medians, and plast/torch. The two start
-from the same weights; their losses differ only through dropout's random masks. Timings are never asserted.
+`--steps` steps of each mode after a warm-up, each mode in a process of its own; prints medians of the per-round
+medians, and plast/torch. The two start from the same weights; their losses differ only through dropout's random
+masks. Timings are never asserted.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -136,48 +139,70 @@ def _time(step, batches, n, warmup):
     return statistics.median(times) * 1e3
 
 
+MODES = ("plast jit", "plast eager", "torch eager")
+
+
+def _one(mode, steps, warmup):
+    """Time `steps` steps of one mode in this process; returns the median ms per step."""
+    cfg = load_config(overrides=["train.sample_tokens=0", "run.plot=false", "run.dir=/tmp/plast-bench-train",
+                                 f"train.jit={mode == 'plast jit'}"])  # fmt: skip
+    t = Trainer(cfg, quiet=True)
+    t.ranks, t.is_main = None, True
+    t._setup_run()
+    t._setup()
+    it = iter(t.loader)
+    batches = [next(it) for _ in range(warmup + steps)]
+    if mode.startswith("torch"):
+        batches = [(torch.from_numpy(x.numpy().astype(np.int64)), torch.from_numpy(y.numpy().astype(np.int64)))
+                   for x, y in batches]  # fmt: skip
+        return _time(_torch_step(_torch_twin(t.model, cfg), cfg, cfg.train.max_steps), batches, steps, warmup)
+
+    def pstep(x, y):
+        loss, _ = t._train_step(x, y)
+        t.scheduler.step()
+        v = loss.item()
+        plast.reset_transient_arenas()
+        return v
+
+    return _time(pstep, batches, steps, warmup)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None, help="threads for both (default: plast's default)")
+    ap.add_argument(
+        "--one", choices=MODES, help=argparse.SUPPRESS
+    )  # a child: time one mode, print its median
     args = ap.parse_args()
     if args.threads:
         plast.set_num_threads(args.threads)
     torch.set_num_threads(args.threads or plast.get_num_threads())
+    if args.one:
+        print(f"MEDIAN_MS {_one(args.one, args.steps, args.warmup)!r}")
+        return
+    # Each mode runs in a process of its own (two trainers in one process shared plast's global state, and the
+    # eager figure came out 15x its standalone value), the modes alternating round by round.
     cfg = load_config(overrides=["train.sample_tokens=0", "run.plot=false"])
-    need = args.warmup + args.steps
-    trainers, steps = {}, {}
-    for mode in ("jit", "eager"):
-        t = Trainer(load_config(overrides=[f"train.jit={mode == 'jit'}", "run.dir=/tmp/plast-bench-train"]),
-                    quiet=True)  # fmt: skip
-        t.ranks, t.is_main = None, True
-        t._setup_run()
-        t._setup()
-        trainers[mode] = t
-
-        def pstep(x, y, t=t):
-            loss, _ = t._train_step(x, y)
-            t.scheduler.step()
-            v = loss.item()
-            plast.reset_transient_arenas()
-            return v
-
-        steps[f"plast {mode}"] = pstep
-    t = trainers["jit"]
-    it = iter(t.loader)
-    pb = [next(it) for _ in range(need)]
-    tb = [
-        (torch.from_numpy(x.numpy().astype(np.int64)), torch.from_numpy(y.numpy().astype(np.int64)))
-        for x, y in pb
-    ]
-    tmodel = _torch_twin(t.model, cfg)
-    steps["torch eager"] = _torch_step(tmodel, cfg, cfg.train.max_steps)
-    res = {k: [] for k in steps}
+    res = {k: [] for k in MODES}
     for _ in range(args.rounds):
-        for name, step in steps.items():
-            res[name].append(_time(step, tb if name.startswith("torch") else pb, args.steps, args.warmup))
+        for mode in MODES:
+            cmd = [
+                sys.executable,
+                __file__,
+                "--one",
+                mode,
+                "--steps",
+                str(args.steps),
+                "--warmup",
+                str(args.warmup),
+            ]
+            if args.threads:
+                cmd += ["--threads", str(args.threads)]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+            res[mode].append(float(out.rsplit("MEDIAN_MS", 1)[1]))
     print(f"threads: plast {plast.get_num_threads()}, torch {torch.get_num_threads()}; "
           f"{cfg.train.batch_size} x {cfg.model.block_size} tokens per step")  # fmt: skip
     med = {k: statistics.median(v) for k, v in res.items()}
