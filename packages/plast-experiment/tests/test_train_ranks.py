@@ -132,6 +132,9 @@ def test_diloco_ranks_take_outer_steps(tmp_path, ranks_env):
         ("train.nproc=0", "train.nproc"),
         ("train.strategy=allreduce", "train.strategy must be ddp or diloco"),
         ("train.inner_steps=0", "train.inner_steps"),
+        ("train.outer_lr=0", "train.outer_lr must be > 0"),
+        ("train.outer_lr=nan", "train.outer_lr must be a finite"),
+        ("train.outer_momentum=1.0", r"train.outer_momentum must be in \[0, 1\)"),
     ],
 )
 def test_rank_settings_are_checked(override, message):

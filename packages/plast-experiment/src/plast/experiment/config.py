@@ -105,6 +105,10 @@ class TrainConfig:
     # steps alone, then the pseudo-gradients are averaged (plast.optim.DiLoCo)
     strategy: str = "ddp"
     inner_steps: int = 50
+    # DiLoCo's outer optimizer: SGD on the averaged pseudo-gradient (the paper's defaults: lr 0.7, Nesterov
+    # momentum 0.9; lr 1 with momentum 0 is plain parameter averaging every inner_steps steps)
+    outer_lr: float = 0.7
+    outer_momentum: float = 0.9
     sample_tokens: int = 200
     sample_prompt: str = "The "
     sample_temperature: float = 0.8
@@ -310,6 +314,9 @@ def _check(cfg: Config) -> None:
     )
     at_least("train", "nproc", 1)
     at_least("train", "inner_steps", 1)
+    finite("train", "outer_lr")
+    need(t.outer_lr > 0, f"train.outer_lr must be > 0, got {t.outer_lr}")
+    need(0 <= t.outer_momentum < 1, f"train.outer_momentum must be in [0, 1), got {t.outer_momentum}")
     need(t.strategy in ("ddp", "diloco"), f"train.strategy must be ddp or diloco, got {t.strategy!r}")
     need(
         t.batch_size % t.nproc == 0,

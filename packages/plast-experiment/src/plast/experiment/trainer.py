@@ -405,6 +405,8 @@ class Trainer:
                 [p for g in self.optimizer.param_groups for p in g["params"]],
                 self.optimizer,
                 inner_steps=t.inner_steps,
+                outer_lr=t.outer_lr,
+                outer_momentum=t.outer_momentum,
             )
         # loss scaling for fp16 only; disabled, it passes losses and steps through
         self.scaler = plast.amp.GradScaler("cpu", enabled=cfg.train.precision == "fp16")
