@@ -35,6 +35,18 @@ def test_modules_are_plasts(tmp_path):
     assert _run(code, "--lr", "3", cwd=tmp_path).split() == ["['--lr',", "'3']", "__main__", "[1.0,", "1.0]"]
 
 
+def test_autograd_function_module_is_plasts(tmp_path):
+    # custom autograd code imports once_differentiable from torch.autograd.function
+    code = """
+        import plast
+        from torch.autograd import Function
+        from torch.autograd.function import FunctionCtx, once_differentiable
+        assert Function is plast.autograd.Function and once_differentiable is plast.autograd.function.once_differentiable
+        print("ok")
+    """
+    assert _run(code, cwd=tmp_path).split() == ["ok"]
+
+
 def test_missing_names_raise_naming_them(tmp_path):
     code = """
         import torch

@@ -231,6 +231,208 @@ def _rnn_weights(rng):
     return w
 
 
+# pytorch/examples' mnist classifier, shrunk (fewer channels, no dropout so the losses are deterministic): Conv2d,
+# relu, max_pool2d, flatten, log_softmax, nll_loss, Adadelta stepped down by StepLR each epoch, an eval pass
+CNN = """
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+from torch.optim.lr_scheduler import StepLR
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super(Net, self).__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, 1)
+        self.conv2 = nn.Conv2d(4, 8, 3, 1)
+        self.dropout1 = nn.Dropout(0.0)
+        self.fc1 = nn.Linear(8 * 12 * 12, 16)
+        self.fc2 = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.relu(self.conv2(x))
+        x = F.max_pool2d(x, 2)
+        x = self.dropout1(x)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        return F.log_softmax(self.fc2(x), dim=1)
+
+
+w = np.load(sys.argv[1])
+torch.manual_seed(1)
+device = torch.device("cpu")
+model = Net().to(device)
+model.load_state_dict({k: torch.from_numpy(w[k]) for k in model.state_dict()})
+images = (torch.from_numpy(w["images"]) - 0.1307) / 0.3081
+loader = DataLoader(TensorDataset(images, torch.from_numpy(w["labels"])), batch_size=8)
+optimizer = optim.Adadelta(model.parameters(), lr=1.0)
+scheduler = StepLR(optimizer, step_size=1, gamma=0.7)
+losses = []
+for epoch in range(1, 6):
+    model.train()
+    for data, target in loader:
+        data, target = data.to(device), target.to(device)
+        optimizer.zero_grad()
+        loss = F.nll_loss(model(data), target)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    model.eval()
+    with torch.no_grad():
+        out = model(images)
+        pred = out.argmax(dim=1, keepdim=True)
+        correct = pred.eq(torch.from_numpy(w["labels"]).view_as(pred)).sum().item()
+    scheduler.step()
+print(" ".join(repr(v) for v in losses))
+"""
+
+
+def _cnn_weights(rng):
+    def uniform(shape, fan_in):
+        return rng.uniform(-(fan_in**-0.5), fan_in**-0.5, shape).astype(np.float32)
+
+    return {
+        "conv1.weight": uniform((4, 1, 3, 3), 9),
+        "conv1.bias": uniform(4, 9),
+        "conv2.weight": uniform((8, 4, 3, 3), 36),
+        "conv2.bias": uniform(8, 36),
+        "fc1.weight": uniform((16, 8 * 12 * 12), 8 * 12 * 12),
+        "fc1.bias": uniform(16, 8 * 12 * 12),
+        "fc2.weight": uniform((10, 16), 16),
+        "fc2.bias": uniform(10, 16),
+        "images": rng.random((32, 1, 28, 28)).astype(np.float32),
+        "labels": rng.integers(0, 10, 32),
+    }
+
+
+# custom torch.autograd.Functions in a small model: a Linear with needs_input_grad (its input needs none), a maxout
+# whose argmax output is marked non-differentiable and whose backward is once_differentiable, and a swish written
+# with setup_context
+FUNCTION = """
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.autograd import Function
+from torch.autograd.function import once_differentiable
+
+
+class LinearFunction(Function):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        output = input.mm(weight.t())
+        if bias is not None:
+            output += bias.unsqueeze(0).expand_as(output)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        grad_input = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_input = grad_output.mm(weight)
+        if ctx.needs_input_grad[1]:
+            grad_weight = grad_output.t().mm(input)
+        if bias is not None and ctx.needs_input_grad[2]:
+            grad_bias = grad_output.sum(0)
+        return grad_input, grad_weight, grad_bias
+
+
+class Maxout(Function):  # max over the last dimension; the argmax comes back too, marked non-differentiable
+
+    @staticmethod
+    def forward(ctx, x):
+        values, indices = x.max(dim=-1)
+        ctx.mark_non_differentiable(indices)
+        ctx.save_for_backward(indices)
+        ctx.input_shape = x.shape
+        return values, indices
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_values, grad_indices):
+        (indices,) = ctx.saved_tensors
+        grad = torch.zeros(ctx.input_shape, dtype=grad_values.dtype)
+        grad.scatter_(-1, indices.unsqueeze(-1), grad_values.unsqueeze(-1))
+        return grad
+
+
+class Swish(Function):
+    @staticmethod
+    def forward(x):
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return grad_output * (s * (1 + x * (1 - s)))
+
+
+class Linear(nn.Module):
+    def __init__(self, input_features, output_features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(output_features, input_features))
+        self.bias = nn.Parameter(torch.empty(output_features))
+
+    def forward(self, input):
+        return LinearFunction.apply(input, self.weight, self.bias)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = Linear(6, 32)
+        self.fc2 = Linear(16, 3)
+
+    def forward(self, x):
+        h, winner = Maxout.apply(self.fc1(x).view(x.shape[0], 16, 2))
+        assert not winner.requires_grad
+        return self.fc2(Swish.apply(h))
+
+
+w = np.load(sys.argv[1])
+model = Net()
+model.load_state_dict({k: torch.from_numpy(w[k]) for k in model.state_dict()})
+x, y = torch.from_numpy(w["x"]), torch.from_numpy(w["y"])
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+losses = []
+for step in range(20):
+    xb, yb = x[step % 4 * 8 : step % 4 * 8 + 8], y[step % 4 * 8 : step % 4 * 8 + 8]
+    loss = F.cross_entropy(model(xb), yb)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+print(" ".join(repr(v) for v in losses))
+"""
+
+
+def _function_weights(rng):
+    return {
+        "fc1.weight": (rng.standard_normal((32, 6)) * 0.4).astype(np.float32),
+        "fc1.bias": (rng.standard_normal(32) * 0.1).astype(np.float32),
+        "fc2.weight": (rng.standard_normal((3, 16)) * 0.3).astype(np.float32),
+        "fc2.bias": np.zeros(3, np.float32),
+        "x": rng.standard_normal((32, 6)).astype(np.float32),
+        "y": rng.integers(0, 3, 32),
+    }
+
+
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 def test_word_language_model_style_rnn_runs_unchanged(tmp_path, kind):
     (tmp_path / "lm.py").write_text(LSTM_LM)
@@ -263,7 +465,11 @@ def _losses(args, cwd):
     return np.array([float(v) for v in out.stdout.split()])
 
 
-@pytest.mark.parametrize("script,weights", [(MLP, _mlp_weights), (GPT, _gpt_weights)], ids=["mlp", "gpt"])
+@pytest.mark.parametrize(
+    "script,weights",
+    [(MLP, _mlp_weights), (GPT, _gpt_weights), (CNN, _cnn_weights), (FUNCTION, _function_weights)],
+    ids=["mlp", "gpt", "cnn", "autograd_function"],
+)
 def test_torch_script_runs_unchanged(tmp_path, script, weights):
     (tmp_path / "train.py").write_text(textwrap.dedent(script))
     np.savez(tmp_path / "w.npz", **weights(np.random.default_rng(0)))

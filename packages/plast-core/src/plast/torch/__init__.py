@@ -48,6 +48,7 @@ ALIASES = {
     "torch.utils.data.sampler": "plast.data.sampler",
     "torch.utils.data.distributed": "plast.data.sampler",  # DistributedSampler
     "torch.autograd": "plast.autograd",
+    "torch.autograd.function": "plast.autograd.function",  # Function, once_differentiable
     "torch.cuda": "plast.cuda",
     "torch.amp": "plast.amp",
     "torch.accelerator": "plast.accelerator",
