@@ -26,10 +26,12 @@ from .autograd.engine import backward_leaves
 from .autograd.hooks import RemovableHandle
 from .graph._graph import bind
 from .graph._mutation import pending_readers
-from .graph.realize import engine_lock, other_threads, realize
+from .graph.realize import realize
 from .graph.tape import tracing
+from .graph.threads import bind_arenas, engine_lock, get_ident, other_threads
 from .kernels.cpu.kernels import np_view
 from .kernels.host import host_array
+from .memory import arenas as _arenas
 from .ops import composites as composite_ops
 from .ops import creation as creation_ops
 from .ops import device as device_ops
@@ -326,8 +328,10 @@ class Tensor(TensorBase):
         if gradient is None and not retain_graph and not create_graph and inputs is None:
             # the common case has no post-accumulate hook: no hook calls at all
             before = grad_hooks.grads_before() if grad_hooks.post_accumulate_hooks else None
-            locked = other_threads() != 0 and engine_lock.acquire()  # (see graph/realize.engine_lock)
+            locked = other_threads() != 0 and engine_lock.acquire()  # (see graph/threads.py)
             try:
+                if _arenas.bound_thread != get_ident():  # (bind_arenas(), inline)
+                    bind_arenas()
                 if not try_replay(self):
                     backward_leaves([self], [None], None, retain_graph, create_graph, inputs)
             finally:

@@ -143,7 +143,7 @@ class JitFunction:
         return tuple(parts) + tuple(sorted(kwargs))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _tape_mod._tape is not None:
+        if _tape_mod._tape is not None and _tape_mod.active() is not None:  # (another thread's: it waits)
             if _tape_mod.tracing():
                 raise JitError(
                     "calling a @plast.jit function while another one is being traced is not supported"
@@ -183,16 +183,18 @@ class JitFunction:
 
         args2 = [sub(a) for a in args]
         kwargs2 = {k: sub(v) for k, v in kwargs.items()}
-        record_grads_at_start({})  # the .grad assignments the function makes (autograd/engine.py reads them)
-        try:
-            with recording(Trace()) as tape:
+        with recording(Trace()) as tape:
+            # the .grad assignments the function makes (autograd/engine.py reads them); set once the recording
+            # is this thread's (another thread's trace ends first)
+            record_grads_at_start({})
+            try:
                 out = self.fn(*args2, **kwargs2)
                 leaves = []
                 tree = _flatten(out, leaves)
                 realize([t for t in leaves if t._storage is None])
                 results = [persistent_copy(t) for t in leaves]  # taped: copies into persistent memory
-        finally:
-            record_grads_at_start(None)
+            finally:
+                record_grads_at_start(None)
         self.traces += 1
         plan = Plan()
         plan.steps = tape.steps
@@ -214,11 +216,7 @@ class JitFunction:
         if _debug():
             print(f"plast.jit: replay {self.fn.__qualname__} ({len(plan.steps)} kernels)")
         for fn in plan.runtime_inputs:
-            _tape_mod._host_side += 1
-            try:
-                fn()
-            finally:
-                _tape_mod._host_side -= 1
+            fn()  # (this thread records nothing: __call__ refused; another thread's recording ignores it)
         for st in plan.captured_transient:
             st.check()  # a transient tensor the function captured (not an argument) was freed by a reset
         if plan.graph is None:

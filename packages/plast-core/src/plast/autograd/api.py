@@ -19,7 +19,7 @@ from .._core.grad_mode import (  # noqa: F401 (plast.autograd's names)
     set_grad_enabled,
 )
 from ..graph import tape
-from ..graph.realize import engine_lock
+from ..graph.threads import bind_arenas, engine_lock
 from . import backward_replay, hooks
 from .engine import _finish, _run_backward
 from .engine import backward_leaves as _backward_leaves
@@ -40,7 +40,7 @@ def backward(
         and not create_graph
         and inputs is None
         and (grad_tensors is None or grad_tensors[0] is None)
-        and tape._tape is None
+        and tape.active() is None
         and _try_replay(tensors[0])  # a training loop's repeated backward
     ):
         hooks.fire(before)
@@ -50,7 +50,8 @@ def backward(
 
 
 def _try_replay(root):
-    with engine_lock:  # (graph/realize.engine_lock: one thread computes at a time)
+    with engine_lock:  # (graph/threads.py: one thread computes at a time)
+        bind_arenas()
         return backward_replay.try_replay(root)
 
 

@@ -8,7 +8,7 @@ from .._core import grad_mode as autograd_state
 from .._core._structs import grad_assigned_in_trace
 from .._core.grad_mode import _grad_mode
 from ..graph import tape
-from ..graph.realize import engine_lock
+from ..graph.threads import bind_arenas, engine_lock
 from ..ops._movement import persistent_copy
 from ..ops.elementwise import add
 from ._backward import finish as _finish
@@ -21,14 +21,16 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, want=None, chec
     autograd_state._set(create_graph)  # backward rules record for double backward only if asked
     try:
         with engine_lock:
+            bind_arenas()
             return run_backward(roots, grad_roots, want, checked)
     finally:
         autograd_state._set(prev)
 
 
 def backward_leaves(tensors, grad_tensors, checked=None, retain_graph=None, create_graph=False, inputs=None):
-    """_backward_leaves with the engine lock held (graph/realize.engine_lock: one thread computes at a time)."""
+    """_backward_leaves with the engine lock held (graph/threads.py: one thread computes at a time)."""
     with engine_lock:
+        bind_arenas()
         return _backward_leaves(tensors, grad_tensors, checked, retain_graph, create_graph, inputs)
 
 

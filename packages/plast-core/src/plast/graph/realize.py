@@ -6,8 +6,6 @@ and executed, not what a kernel sees.
 
 import contextlib
 import os
-import threading
-from _thread import _count as other_threads
 
 from ..kernels.host import host_array
 from ..memory import arenas as _arenas
@@ -25,6 +23,7 @@ from ._scheduler import (
     schedule,
 )
 from .planner import place
+from .threads import bind_arenas, engine_lock, get_ident, other_threads
 
 
 def _check_nan(node, outs):
@@ -211,27 +210,16 @@ def _plan(order):
     return groups, covered, plan
 
 
-# NOTE: one thread at a time computes: the scheduler's plan cache, the planner and backward replays keep state
-# between calls that two threads computing at once would tear (autograd's backward holds it too). The lock is
-# taken only while another Python thread is alive (_thread._count(): threads started besides the main one; no
-# other thread means no other caller), so a single-threaded training step pays one C call, not the lock.
-engine_lock = threading.RLock()
-
-
-def _after_fork_in_child():
-    # a fork while another thread computed must not leave the child's lock held by a thread that is not there
-    engine_lock._at_fork_reinit()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def realize(targets, place=None):
     """Compute every tensor in `targets` (and what they need) that has no value yet. `place` ({(id(node),
     output): storage}) names memory some outputs must be written to (gradients straight into persistent
     memory, autograd/_backward.place_gradients)."""
-    locked = other_threads() != 0 and engine_lock.acquire()
+    locked = (
+        other_threads() != 0 and engine_lock.acquire()
+    )  # one thread computes at a time (graph/threads.py)
     try:
+        if _arenas.bound_thread != get_ident():  # (bind_arenas(), inline: once per realize)
+            bind_arenas()
         order = schedule(targets)
         if not order:
             return targets

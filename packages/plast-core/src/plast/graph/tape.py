@@ -14,7 +14,8 @@ installed with ``recording(tape)``:
 
 The engine's hooks (``note_kernel``, ``note_copy``, ``note_mutation``, ``note_random``) hand every kernel call to
 the tape as a `Step`; a tape keeps what it can replay and says so where it cannot. Only one recording runs at a
-time. The tape lives in the graph layer so that the layers that run kernels (graph/realize.py,
+time, in one thread: it holds the engine lock (graph/threads.py) from start to end, and another thread's
+kernels are never handed to it. The tape lives in the graph layer so that the layers that run kernels (graph/realize.py,
 graph/_scheduler.pyx, graph/inplace.py, graph/_mutation.pyx, autograd, ops) can write to it without importing
 what records above them; kernels never see it.
 """
@@ -28,8 +29,10 @@ from collections.abc import Callable, Hashable
 from ..kernels.cpu.kernels import copy as cpu_copy
 from ..kernels.cpu.kernels import np_view
 from ..kernels.host import copy_values, host_array, write_host
+from .threads import bind_arenas, engine_lock, get_ident
 
 _tape = None  # the Tape being recorded, or None
+_owner = None  # the thread recording it (the hooks below ignore every other thread)
 _host_side = 0  # >0 while runtime_input callbacks run: their writes are not part of the plan
 _trace_listeners: list[Callable[[bool], None]] = []  # told when a jit trace starts (True) and ends (False)
 
@@ -37,27 +40,34 @@ _trace_listeners: list[Callable[[bool], None]] = []  # told when a jit trace sta
 def tracing() -> bool:
     """True while a @plast.jit function is being traced (not while a backward pass or an optimizer's updates
     are recorded: those run as they would unrecorded)."""
-    return _tape is not None and _tape.traces
+    return _tape is not None and _tape.traces and _owner == get_ident()
+
+
+def active():
+    """The Tape the calling thread records, or None."""
+    return _tape if _tape is not None and _owner == get_ident() else None
 
 
 @contextlib.contextmanager
 def recording(tape):
     """Make `tape` the recording for the block: every kernel the engine runs in it is handed to
     ``tape.kernel``."""
-    global _tape
-    if _tape is not None:
+    global _tape, _owner
+    if active() is not None:
         raise RuntimeError(f"plast: cannot record {tape.what} while {_tape.what} is being recorded")
-    _tape = tape
-    try:
-        if tape.traces:
-            for listener in _trace_listeners:
-                listener(True)
-        yield tape
-    finally:
-        _tape = None
-        if tape.traces:
-            for listener in _trace_listeners:
-                listener(False)
+    with engine_lock:  # another thread's recording or computation finishes first
+        bind_arenas()
+        _tape, _owner = tape, get_ident()
+        try:
+            if tape.traces:
+                for listener in _trace_listeners:
+                    listener(True)
+            yield tape
+        finally:
+            _tape = _owner = None
+            if tape.traces:
+                for listener in _trace_listeners:
+                    listener(False)
 
 
 def on_trace(listener: Callable[[bool], None]) -> None:
@@ -138,13 +148,13 @@ class UpdateCapture(Tape):
 
 def note_kernel(kernel, node, inputs, outputs):
     """graph/realize.py ran an op kernel."""
-    if _tape is not None and not _host_side:
+    if _tape is not None and not _host_side and _owner == get_ident():
         _tape.kernel(kernel, node, inputs, outputs, node.op.name)
 
 
 def note_copy(dst, src, what="copy"):
     """A value was copied into dst's memory outside an op kernel (in-place writes, gradient write-back)."""
-    if _tape is not None and not _host_side:
+    if _tape is not None and not _host_side and _owner == get_ident():
         if dst.device.type == "cpu" and src.device.type == "cpu":
             copy = cpu_copy  # the compiled replay runs it with no Python call
         else:
@@ -168,7 +178,7 @@ def device_copy(node, inputs, outputs):
 def note_mutation(node, mutated):
     """A fused in-place kernel (optimizer update) ran on node.inputs, writing ``node.inputs[i] for i in
     mutated``."""
-    if _tape is not None and not _host_side:
+    if _tape is not None and not _host_side and _owner == get_ident():
         if _tape.traces:
             node.reruns = True  # a plan step: its kernel may keep what it packs (node.scratch)
         kernel = node.op.kernels[node.inputs[0].device.type]
@@ -178,7 +188,7 @@ def note_mutation(node, mutated):
 def note_random(fill_fn, t, what):
     """t was filled with random numbers by fill_fn(t) (on t's device); a replay draws again, from the
     generator's offset then."""
-    if _tape is not None and not _host_side:
+    if _tape is not None and not _host_side and _owner == get_ident():
         _tape.kernel(lambda node, inputs, outputs: fill_fn(outputs[0]), None, [], [t], what, "random")
 
 
@@ -193,7 +203,10 @@ def runtime_input(fn: Callable[[], object]) -> None:
     """Call fn now and before every replay of the plan being traced. What fn writes (e.g. an optimizer copying
     the current learning rate into its hyperparameter tensor) is a runtime input, not part of the plan."""
     global _host_side
-    if _tape is not None and _tape.traces:  # tracing(), inline: every eager optimizer step comes here
+    if _tape is None or _owner != get_ident():  # (inline active(): every eager optimizer step comes here)
+        fn()
+        return
+    if _tape.traces:
         _tape.runtime_inputs.append(fn)
     _host_side += 1
     try:

@@ -1,9 +1,15 @@
-"""The process's arenas, per device: one persistent (leaves, parameters, grads, optimizer state) and one
-transient (results of ops). DESIGN §3."""
+"""The process's arenas, per device: one persistent (leaves, parameters, grads, optimizer state), shared by all
+threads, and one transient (results of ops) per thread. DESIGN §3.
+
+``_arenas[dev_type]`` is (persistent, transient of the thread computing now): the scheduler and backward replays
+read it without a call. graph/threads.bind_arenas() swaps in the calling thread's transient arena when another thread's
+was there (``bind_thread``); a thread's own transient arenas live in its thread-local dict and go with it."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
+from _thread import get_ident
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,17 +19,55 @@ from .._core.hints import DeviceLike
 from .arena import Arena
 from .arena import view_of as _cpu_view_of
 
-_arenas = {}  # device type -> (persistent, transient)
+_arenas = {}  # device type -> (persistent, transient of the thread `bound_thread`)
+_made = {}  # device type -> (version, transient_bytes, grow): how each thread's transient arena is made
+_local = threading.local()  # .transient: {device type: (version, Arena)}, the thread's own transient arenas
+bound_thread = None  # the thread whose transient arenas _arenas holds (graph/threads.bind_arenas)
 
 
 def _make(dev_type, persistent_bytes=None, transient_bytes=None, grow=True):
+    global bound_thread
     if dev_type == "cuda":
         p, t = _make_cuda(persistent_bytes, transient_bytes, grow)
     else:
         p = Arena("persistent", False, persistent_bytes or 0, grow)
         t = Arena("transient", True, transient_bytes or 0, grow)
+    version = _made.get(dev_type, (0,))[0] + 1
+    _made[dev_type] = (version, transient_bytes, grow)
+    _own()[dev_type] = (version, t)
     _arenas[dev_type] = (p, t)
+    if bound_thread != get_ident():
+        bound_thread = None  # the other devices' slots: bind_thread puts this thread's in on the next compute
     return p, t
+
+
+def _own():
+    d = getattr(_local, "transient", None)
+    if d is None:
+        d = _local.transient = {}
+    return d
+
+
+def _own_transient(dev_type):
+    """The calling thread's transient arena of `dev_type`, made on first use (as the device's first one was)."""
+    own = _own()
+    version, transient_bytes, grow = _made[dev_type]
+    have = own.get(dev_type)
+    if have is None or have[0] != version:  # none yet, or init_arenas replaced the device's arenas since
+        if dev_type == "cuda":
+            t = _make_cuda(None, transient_bytes, grow)[1]
+        else:
+            t = Arena("transient", True, transient_bytes or 0, grow)
+        have = own[dev_type] = (version, t)
+    return have[1]
+
+
+def bind_thread():
+    """Put the calling thread's transient arenas into the shared slots (graph/threads.bind_arenas)."""
+    global bound_thread
+    for dev_type, (p, _) in list(_arenas.items()):
+        _arenas[dev_type] = (p, _own_transient(dev_type))
+    bound_thread = get_ident()
 
 
 def _make_cuda(persistent_bytes, transient_bytes, grow):
@@ -57,7 +101,9 @@ def persistent(dev_type="cpu"):
 
 
 def transient(dev_type="cpu"):
-    return arenas(dev_type)[1]
+    """The calling thread's transient arena of `dev_type`."""
+    pair = arenas(dev_type)
+    return pair[1] if bound_thread == get_ident() else _own_transient(dev_type)
 
 
 def init_arenas(
@@ -84,10 +130,12 @@ def init_arenas(
 
 
 def reset_transient_arenas() -> None:
-    """Free every transient block at once (O(1)). Tensors still holding transient memory become stale:
-    reading them raises StaleTensorError. Leaves, parameters, grads and jit results are not transient."""
-    for _, t in _arenas.values():
-        t.reset()
+    """Free every transient block of the calling thread at once (O(1)). Tensors still holding that memory become
+    stale: reading them raises StaleTensorError. Leaves, parameters, grads and jit results are not transient;
+    another thread's transient tensors are its own (each thread has its transient arenas)."""
+    here = bound_thread == get_ident()  # (transient(), inline: a training loop calls this every step)
+    for dev_type, pair in list(_arenas.items()):
+        (pair[1] if here else _own_transient(dev_type)).reset()
 
 
 @contextlib.contextmanager
@@ -100,9 +148,8 @@ def arena_scope() -> Iterator[None]:
 
 
 def arena_stats() -> dict[str, dict[str, dict[str, Any]]]:
-    """Bytes in use, reserved and peak, per device and arena."""
+    """Bytes in use, reserved and peak, per device and arena (the transient arena: the calling thread's)."""
     out = {}
     for dev_type in list(_arenas) or ["cpu"]:
-        p, t = arenas(dev_type)
-        out[dev_type] = {"persistent": p.stats(), "transient": t.stats()}
+        out[dev_type] = {"persistent": persistent(dev_type).stats(), "transient": transient(dev_type).stats()}
     return out
