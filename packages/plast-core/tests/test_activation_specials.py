@@ -139,3 +139,16 @@ def test_cross_entropy_with_infinite_logits_matches_torch(simd_paths, dtype):
                     where = f"{np.dtype(dtype).name} on {path}: {k} classes, targets {target.tolist()}, {kw}"
                     for g, e, what in zip(got, want, ("loss", "gradient")):
                         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"{what} of {where}")
+
+
+@pytest.mark.parametrize("eps", [None, 1e-3])
+def test_logit_value_and_gradient_everywhere_match_torch(eps):
+    # outside [0, 1] without eps: value and gradient nan (issue 23: the gradient was finite); at 0 and 1: +-inf
+    x = np.array([-0.5, 0.0, 1e-4, 0.3, 0.5, 0.9999, 1.0, 1.5, np.nan, np.inf, -np.inf], dtype=np.float32)
+    p = plast.tensor(x, requires_grad=True)
+    t = torch.tensor(x, requires_grad=True)
+    yp, yt = plast.logit(p, eps=eps), torch.logit(t, eps=eps)
+    (yp * plast.arange(1, 12, dtype=plast.float32)).sum().backward()
+    (yt * torch.arange(1, 12, dtype=torch.float32)).sum().backward()
+    np.testing.assert_allclose(yp.detach().numpy(), yt.detach().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-5)

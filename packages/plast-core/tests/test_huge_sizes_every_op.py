@@ -98,9 +98,7 @@ NOT_FUZZED = {
 }
 
 # known gaps, reported by this test and compared forward only until fixed
-GRADIENT_GAPS = {
-    "logit": "its gradient outside [0, 1] is finite where torch's is nan (ops/composites.py)",
-}
+GRADIENT_GAPS = {}
 
 REDUCE_EXTRA = ("softmax", "log_softmax", "logsumexp")
 

@@ -70,7 +70,13 @@ def logit(input: TensorBase, eps: float | None = None) -> TensorBase:
     """log(p / (1 - p)), with p clamped to [eps, 1 - eps] when eps is given."""
     p = _float(input)
     if eps is not None:
-        p = pointwise.clamp(p, eps, 1.0 - eps)
+        # clamp as torch's logit does: a nan input passes, and so does its gradient (clamp's rule gives it 0)
+        p = pointwise.where(pointwise.lt(p, eps), eps, pointwise.where(pointwise.gt(p, 1.0 - eps), 1.0 - eps, p))
+    else:
+        # outside [0, 1] the value is nan, and so is the gradient, as torch's (log's own rule, g / p, would give
+        # a finite one): adding a constant nan there makes both nan
+        outside = pointwise.logical_or(pointwise.lt(p, 0.0), pointwise.gt(p, 1.0))
+        p = add(p, pointwise.where(outside, math.nan, 0.0))
     return sub(unary.log(p), unary.log1p(neg(p)))
 
 
