@@ -252,3 +252,12 @@ def test_fp16_needs_eager_steps(tmp_path):
         load_config(overrides=tiny_overrides(tmp_path) + ["train.precision=fp16"])
     with pytest.raises(ConfigError, match="train.precision must be fp32, bf16 or fp16"):
         load_config(overrides=tiny_overrides(tmp_path) + ["train.precision=fp8"])
+
+
+def test_a_sample_prompt_the_tokenizer_cannot_encode_is_refused_before_training(tmp_path):
+    # a char tokenizer knows only the corpus's characters: the prompt is checked at setup, naming the key,
+    # not after the whole run when the final sample fails
+    with pytest.raises(ConfigError, match="train.sample_prompt='\u2603' cannot be encoded"):
+        _fit(tmp_path, "train.sample_prompt=\u2603 ")
+    assert not list((tmp_path).glob("*/checkpoints/ckpt-*"))
+    _fit(tmp_path, "train.sample_prompt=\u2603 ", "train.sample_tokens=0", "train.max_steps=2")  # no sample

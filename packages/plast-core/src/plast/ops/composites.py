@@ -71,7 +71,9 @@ def logit(input: TensorBase, eps: float | None = None) -> TensorBase:
     p = _float(input)
     if eps is not None:
         # clamp as torch's logit does: a nan input passes, and so does its gradient (clamp's rule gives it 0)
-        p = pointwise.where(pointwise.lt(p, eps), eps, pointwise.where(pointwise.gt(p, 1.0 - eps), 1.0 - eps, p))
+        p = pointwise.where(
+            pointwise.lt(p, eps), eps, pointwise.where(pointwise.gt(p, 1.0 - eps), 1.0 - eps, p)
+        )
     else:
         # outside [0, 1] the value is nan, and so is the gradient, as torch's (log's own rule, g / p, would give
         # a finite one): adding a constant nan there makes both nan

@@ -395,6 +395,14 @@ class Trainer:
         if self.ranks is not None and self.ranks.rank == 0:
             self.ranks.dist.barrier()
         self.vocab_size = self.data.tokenizer.vocab_size
+        if t.sample_tokens > 0:  # checked now, not after training: the sample is the run's last step
+            try:
+                self.data.tokenizer.encode(t.sample_prompt)
+            except ValueError as e:
+                raise ConfigError(
+                    f"train.sample_prompt={t.sample_prompt!r} cannot be encoded by this run's tokenizer: {e}. "
+                    "Give a prompt made of the corpus's characters, or train.sample_tokens=0 for no sample"
+                ) from e
         self.model = build_model(cfg.model, self.vocab_size)
         self.optimizer = inner = _make_optimizer(self.model, cfg.optim)
         self.step_model = self.model  # what a training step calls: the model, or its DDP wrapper
