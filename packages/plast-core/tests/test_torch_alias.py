@@ -166,3 +166,20 @@ def test_missing_distribution_is_named():
     assert "torch.nn is plast.nn under plast, which ships in the plast-nn distribution" in out[1]
     assert "plast-nn" in out[2] and "plast-nn" in out[3]
     assert "torch.utils.data is plast.data under plast, which ships in the plast-data distribution" in out[4]
+
+
+def test_a_spawned_process_gets_the_alias_through_sys_path(tmp_path):
+    # what multiprocessing's spawn does in a child: sys.path from the parent (which install() prepared), then
+    # the program's `import torch`, with no plast.torch code run before it
+    code = (
+        "import sys, plast.torch as a; a.install(); assert sys.path[0] == a.SPAWN_PATH; "
+        "a.uninstall(); assert a.SPAWN_PATH not in sys.path; "
+        "sys.path.insert(0, a.SPAWN_PATH); import torch, plast; "
+        "assert torch.float32 is plast.float32 and type(torch.ones(1)) is plast.Tensor; "
+        "print('ok')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -494,3 +494,41 @@ def test_readme_example(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("accuracy 0.9") or out.stdout.startswith("accuracy 1.00"), out.stdout
+
+
+SPAWN_WORKERS = """
+import sys
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Squares(Dataset):  # defined in __main__: a spawned worker imports this script again to unpickle it
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.tensor([float(i * i)]), type(torch.ones(1)).__module__
+
+
+if __name__ == "__main__":
+    for ctx in sys.argv[1:]:
+        loader = DataLoader(Squares(), batch_size=4, num_workers=2, multiprocessing_context=ctx)
+        for x, where in loader:
+            print(ctx, x.flatten().tolist(), sorted(set(where)))
+"""
+
+
+def test_spawn_and_forkserver_workers_run_the_script_on_plast_too(tmp_path):
+    # the workers' `import torch` (re-importing __main__) resolves to plast as in the parent: before, it imported
+    # the real torch where one is installed (as here), and collation failed on its tensors
+    (tmp_path / "train.py").write_text(textwrap.dedent(SPAWN_WORKERS))
+    out = subprocess.run(
+        [sys.executable, "-m", "plast.torch", "train.py", "spawn", "forkserver"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("\n")
+    for ctx in ("spawn", "forkserver"):
+        assert f"{ctx} [0.0, 1.0, 4.0, 9.0] ['plast._tensor']" in lines, out.stdout
+        assert f"{ctx} [16.0, 25.0, 36.0, 49.0] ['plast._tensor']" in lines, out.stdout

@@ -23,10 +23,13 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 import types
 
 import plast as _plast
+
+SPAWN_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_spawn_path")
 
 # torch module -> the plast module it is (plast.nn, plast.optim and plast.data ship in other distributions:
 # they are imported on first use, so plast-core works, and ``import torch`` works, without them)
@@ -207,11 +210,16 @@ def install() -> None:
             "the real torch is already imported in this process: call plast.torch.install() first"
         )
     sys.meta_path.insert(0, _Finder())
+    # processes started with spawn or forkserver (DataLoader workers) get this sys.path: their first `import
+    # torch` installs the alias there too (_spawn_path/torch/__init__.py)
+    if SPAWN_PATH not in sys.path:
+        sys.path.insert(0, SPAWN_PATH)
 
 
 def uninstall() -> None:
     """Undo :func:`install`: drop the finder and every ``torch`` entry it put in ``sys.modules``."""
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
+    sys.path[:] = [p for p in sys.path if p != SPAWN_PATH]
     for name in [n for n in sys.modules if n == "torch" or n.startswith("torch.")]:
         del sys.modules[name]
 

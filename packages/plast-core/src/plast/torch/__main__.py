@@ -13,6 +13,10 @@ def main(argv: list[str]) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr if not argv else sys.stdout)
         raise SystemExit(0 if argv else 2)
+    if argv[0] != "-m":
+        # as `python SCRIPT` does: the script's directory first on sys.path (in place of this package's); set
+        # before install(), which puts its own directory in front for spawned processes
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
     install()
     if argv[0] == "-m":
         if len(argv) < 2:
@@ -23,8 +27,6 @@ def main(argv: list[str]) -> None:
 
     script = argv[0]
     sys.argv = list(argv)
-    # as `python SCRIPT` does: the script's directory first on sys.path (in place of this package's)
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
     runpy.run_path(script, run_name="__main__")
 
 
