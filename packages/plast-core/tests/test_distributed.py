@@ -27,7 +27,7 @@ def test_import_plast_does_not_start_mpi():
 
 
 def test_collectives_lazy_graph_and_errors_on_two_ranks():
-    names = ["collectives", "lazy", "errors"]
+    names = ["collectives", "lazy", "errors", "jit"]
     _ok(run_ranks(CHECKS, [",".join(names)]), names)
 
 

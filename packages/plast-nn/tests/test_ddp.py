@@ -1,7 +1,8 @@
 """DistributedDataParallel and DiLoCo on 2 MPI ranks (the checks are in ddp_checks.py; one mpiexec launch runs
 them all, since starting the ranks costs more than a check): DDP on half batches equals 1 process on the whole
 batch after 20 AdamW steps of a small GPT, buckets in reverse order with gradients as bucket views, no_sync
-accumulation equals one big batch, find_unused_parameters, and DiLoCo (H=1, outer lr 1, momentum 0) equals DDP."""
+accumulation equals one big batch, find_unused_parameters, DiLoCo (H=1, outer lr 1, momentum 0) equals DDP, and
+DDP under @plast.jit (its allreduces are plan steps) equals eager DDP."""
 
 import importlib.util
 import os

@@ -14,8 +14,11 @@ from .._core._structs import TensorBase
 from .._core.errors import DTypeError, ShapeError
 from ..graph.inplace import write_inplace
 from ..graph.realize import realize
-from ..graph.tape import tracing
+from ..graph.tape import host_side, tracing
 from ..kernels.cpu.kernels import np_view
+
+# the collectives a @plast.jit trace runs and records as a step of its plan (collectives.py: _traced)
+TRACED = ("all_reduce", "all_reduce_coalesced", "broadcast")
 
 
 def check_tensor(t, what, name="tensor"):
@@ -26,10 +29,10 @@ def check_tensor(t, what, name="tensor"):
             f"{what}: {name} is on {t.device}; plast.distributed moves CPU tensors only so far (MPICH here has no "
             "GPU transport): communicate t.cpu() and copy the result back"
         )
-    if tracing():
+    if tracing() and what not in TRACED:
         raise NotImplementedError(
-            f"{what} inside a @plast.jit function: collectives are not steps of a traced plan yet; call it "
-            "outside the jitted function"
+            f"{what} inside a @plast.jit function: of the collectives only {', '.join(TRACED)} are steps of a "
+            "traced plan so far; call it outside the jitted function"
         )
     if not t.is_contiguous():
         raise ValueError(f"{what}: Tensors must be contiguous ({name} has shape {tuple(t.shape)}, strides "
@@ -71,6 +74,12 @@ def write(t, fill, what):
     Collectives run outside autograd (torch's c10d ops do too), so a leaf that requires grad may be written
     without no_grad(); a tensor that is the result of a differentiable op can't: its old value belongs to the
     graph."""
+    if tracing():  # a traced collective (collectives._traced): t and its readers were computed as plan steps
+        with host_side():
+            fill(np_view(t).reshape(-1))
+        t._storage.version += 1
+        t._version += 1
+        return
     with grad_mode._grad_mode(False):
         done = write_inplace(t, lambda dst: fill(np_view(dst).reshape(-1)), what)
     if done is None:

@@ -17,6 +17,8 @@ import numpy as np
 from .._core.codes import DTYPE_CODES
 from .._core.errors import DTypeError, ShapeError
 from .._core.hints import TensorBase
+from ..graph.inplace import compute_before_write
+from ..graph.tape import host_side, in_host_side, note_host, tracing
 from ._mpi import mpi
 from .buffers import as_mpi, check_same, check_tensor, read_view, write
 from .errors import from_mpi
@@ -135,16 +137,34 @@ def _run(g, reqs, what, async_op, finish=None, outputs=()):
     return None
 
 
+def _traced(what, tensors, redo, async_op):
+    """A collective inside a @plast.jit trace: the trace is a real call, so it runs now, synchronously, and the
+    plan gets a step that runs it again (``redo(tensors)``) at this point of every replay. The tensors and what
+    reads their old values are computed first, as steps of the plan; the collective itself is host code."""
+    compute_before_write(tensors)
+    with host_side():
+        redo(tensors)
+    note_host(redo, tensors, what)
+    if not async_op:
+        return None
+    work = Work(None, [], what, None, tensors)
+    work._complete()  # (done already: the replay's step runs it synchronously as well)
+    return work
+
+
 def all_reduce(
     tensor: TensorBase, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None, async_op: bool = False
 ) -> Work | None:
-    """Combine `tensor` across the ranks with `op`, in place on every rank.
+    """Combine `tensor` across the ranks with `op`, in place on every rank. Inside a @plast.jit function it is a
+    step of the plan (as all_reduce_coalesced and broadcast are).
 
     >>> import plast, plast.distributed as dist  # doctest: +SKIP
     >>> t = plast.ones(3) * (dist.get_rank() + 1); dist.all_reduce(t); t.tolist()  # doctest: +SKIP
     [3.0, 3.0, 3.0]
     """
     what = "all_reduce"
+    if tracing() and not in_host_side() and isinstance(tensor, TensorBase):
+        return _traced(what, [tensor], lambda ts: all_reduce(ts[0], op, group), async_op)
     g = usable_group(group, what)
     if g is None:
         return None
@@ -163,6 +183,9 @@ def all_reduce_coalesced(
     """all_reduce of several tensors of one dtype as one message: they are copied into one flat buffer, reduced,
     and copied back (what DistributedDataParallel's buckets use)."""
     what = "all_reduce_coalesced"
+    tensors = list(tensors)
+    if tracing() and not in_host_side() and all(isinstance(t, TensorBase) for t in tensors):
+        return _traced(what, tensors, lambda ts: all_reduce_coalesced(ts, op, group), async_op)
     g = usable_group(group, what)
     if g is None:
         return None
@@ -226,6 +249,8 @@ def broadcast(
 ) -> Work | None:
     """Copy `tensor` of global rank `src` into `tensor` on every rank of the group."""
     what = "broadcast"
+    if tracing() and not in_host_side() and isinstance(tensor, TensorBase):
+        return _traced(what, [tensor], lambda ts: broadcast(ts[0], src, group), async_op)
     g = usable_group(group, what)
     if g is None:
         return None

@@ -106,6 +106,13 @@ def _check_leaf(t, opname):
         )
 
 
+def compute_before_write(tensors):
+    """Compute each tensor, and whatever reads its current value, before host code writes its memory (a
+    collective in a @plast.jit trace: distributed/collectives.py; these computations are plan steps)."""
+    realize([t for t in tensors if t._storage is None])
+    realize([r for t in tensors for r in _pending_readers(t._storage)])
+
+
 def write_inplace(t, write, opname):
     """Let ``write(t)`` put new values straight into t's memory (a random fill, a copy from another device) when
     apply_inplace would take its direct branch anyway: t is outside any differentiable graph and no trace is

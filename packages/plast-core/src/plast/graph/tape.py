@@ -199,6 +199,34 @@ def note_state(obj: object, keyfn: Callable[[], Hashable], key: Hashable = None)
         _tape.states.append((weakref.ref(obj), keyfn, keyfn() if key is None else key))
 
 
+def note_host(fn: Callable[[list], object], tensors: list, what: str) -> None:
+    """Host code read and wrote `tensors`' memory outside any kernel (a collective of plast.distributed, run with
+    ``host_side()``): a @plast.jit plan calls ``fn(tensors)`` again at this point of every replay. Other
+    recordings keep nothing: a backward replay or an optimizer-update replay runs the same hooks again, which
+    call the host code themselves."""
+    if _tape is not None and not _host_side and _owner == get_ident() and _tape.traces:
+        _tape.kernel(lambda node, inputs, outputs: fn(inputs), None, tensors, tensors, what, "copy")
+
+
+def in_host_side() -> bool:
+    """True inside ``host_side()`` (or a runtime input) of the calling thread's recording."""
+    return _host_side > 0 and _tape is not None and _owner == get_ident()
+
+
+@contextlib.contextmanager
+def host_side():
+    """Writes in the block are host code the calling thread's recording does not take as steps (note_host)."""
+    global _host_side
+    mine = _tape is not None and _owner == get_ident()
+    if mine:
+        _host_side += 1
+    try:
+        yield
+    finally:
+        if mine:
+            _host_side -= 1
+
+
 def runtime_input(fn: Callable[[], object]) -> None:
     """Call fn now and before every replay of the plan being traced. What fn writes (e.g. an optimizer copying
     the current learning rate into its hyperparameter tensor) is a runtime input, not part of the plan."""

@@ -497,9 +497,9 @@ class Trainer:
                 _, loss = self.model(x, y)
             return loss
 
-        # NOTE: several ranks step eagerly: DDP's allreduces and DiLoCo's outer step are not yet steps a jit
-        # plan can replay (plast.nn.parallel, plast.optim.DiLoCo)
-        if cfg.train.jit and self.ranks is None:
+        # DDP's allreduces are steps of a jit plan (plast.distributed's traced collectives). NOTE: DiLoCo's ranks
+        # step eagerly: its outer step every inner_steps steps is Python control flow, not yet part of a plan
+        if cfg.train.jit and (self.ranks is None or cfg.train.strategy == "ddp"):
             train_step, eval_step = plast.jit(train_step), plast.jit(eval_step)
         self._train_step, self._eval_step = train_step, eval_step
 

@@ -7,6 +7,11 @@ buckets in reverse registration order (backward reaches the last layers first): 
 marks it ready; a bucket whose parameters are all ready starts its non-blocking allreduce (ReduceOp.AVG), and a
 callback at the end of the backward pass waits for every bucket and writes the averages into ``.grad``.
 
+Under ``@plast.jit`` the same happens while the step is traced, and the allreduces (and the buffers' broadcasts)
+become steps of the plan (plast.distributed's traced collectives): each replay averages the gradients at the
+point the trace did, with no Python. ``no_sync()`` and the flag it sets are part of the plan's key (a step under
+``no_sync`` has a plan of its own); ``find_unused_parameters`` needs the ranks' answer in Python and is eager only.
+
 NOTE: plast realizes a backward pass's gradients in one call at its end (DESIGN §2), so the hooks, and with them
 the allreduces, start when backward has computed every gradient: today the communication does not overlap the
 backward kernels. The buckets still turn many small messages into a few large ones, and their allreduces overlap
@@ -17,6 +22,7 @@ import contextlib
 
 import plast
 import plast.distributed as dist
+from plast.compiler import is_compiling as tracing
 
 from ..module import Module
 
@@ -103,6 +109,7 @@ class DistributedDataParallel(Module):
         self.gradient_as_bucket_view = gradient_as_bucket_view
         self.static_graph = static_graph
         self.require_backward_grad_sync = True
+        self._no_sync_in_trace = []  # the flag before each no_sync() entered inside a step being traced
         self.bucket_bytes_cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * 1024 * 1024)
         self._params = [p for p in module.parameters() if p.requires_grad]
         if not self._params:
@@ -144,8 +151,19 @@ class DistributedDataParallel(Module):
             buckets.append(_Bucket(current, current[0].dtype))
         return buckets
 
+    def _jit_key(self):
+        # a jitted step traced with gradients averaged must not replay inside no_sync(), nor the other way round:
+        # the key is the flag as the call found it (a no_sync() entered inside the traced step is part of it)
+        sync = self._no_sync_in_trace[0] if self._no_sync_in_trace else self.require_backward_grad_sync
+        return (super()._jit_key(), sync)
+
     # ---- forward ----
     def forward(self, *args, **kwargs):
+        if self.find_unused_parameters and tracing():
+            raise NotImplementedError(
+                "DistributedDataParallel(find_unused_parameters=True) inside a @plast.jit function: which "
+                "parameters the ranks used is agreed in Python each step; run the step eagerly"
+            )
         if plast.is_grad_enabled() and self.require_backward_grad_sync and self._world > 1:
             # (one rank: its gradients are the average already, there is nothing to send)
             self._pass = _Pass(len(self._buckets), [len(b.params) for b in self._buckets])
@@ -162,11 +180,16 @@ class DistributedDataParallel(Module):
         """Backward passes of forwards run inside the block only accumulate ``.grad`` locally; the first
         synchronized backward after it averages the accumulated gradients."""
         old = self.require_backward_grad_sync
+        inside = tracing()
+        if inside:
+            self._no_sync_in_trace.append(old)
         self.require_backward_grad_sync = False
         try:
             yield
         finally:
             self.require_backward_grad_sync = old
+            if inside:
+                self._no_sync_in_trace.pop()
 
     # ---- backward: hooks, buckets, the end of the pass ----
     def _grad_ready(self, p):
@@ -219,7 +242,14 @@ class DistributedDataParallel(Module):
             if self.gradient_as_bucket_view:
                 bucket = self._buckets[b]
                 for p, view in zip(bucket.params, bucket.views):
-                    if id(p) in ps.reduced:
+                    if id(p) not in ps.reduced:
+                        continue
+                    if tracing():
+                        # a replay does not rebind .grad (Python): the average goes into the .grad the plan
+                        # binds, as a step
+                        with plast.no_grad():
+                            p.grad.copy_(view)
+                    else:
                         p.grad = view
 
     def _launch_with_unused(self, ps):
