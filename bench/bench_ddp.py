@@ -3,9 +3,11 @@ with DistributedDataParallel (and DiLoCo's bytes for comparison). Run it under t
 
     python -m plast.distributed.run -n 1 bench/bench_ddp.py      # 1 rank: the whole batch
     python -m plast.distributed.run -n 2 bench/bench_ddp.py      # 2 ranks: half the batch each
+    python -m plast.distributed.run -n 2 bench/bench_ddp.py --jit  # the step under @plast.jit (named mlp_jit, ...)
 
 Rank 0 prints ms per step (median of the timed steps), the part of it spent waiting for the gradient
-allreduces (plast's backward realizes every gradient at its end, so none of it overlaps backward today), and
+allreduces (eager only: plast's backward realizes every gradient at its end, so none of it overlaps backward
+today; a jitted step's allreduces are plan steps, not timed apart), and
 the bytes each rank sends per step: DDP's allreduced gradients, DiLoCo's pseudo-gradients every H steps.
 Timings are never asserted anywhere.
 """
@@ -30,7 +32,7 @@ def mlp():
     y = rng.integers(0, 10, 128)
 
     def loss(net, xs, ys):
-        return plast.cross_entropy(net(plast.tensor(xs)), plast.tensor(ys))
+        return plast.cross_entropy(net(xs), ys)
 
     return model, x, y, loss, lambda m: optim.Adam(m.parameters(), lr=1e-3)
 
@@ -44,7 +46,7 @@ def gpt():
     y = rng.integers(0, 65, (16, 64))
 
     def loss(net, xs, ys):
-        return net(plast.tensor(xs), plast.tensor(ys))[1]
+        return net(xs, ys)[1]
 
     return model, x, y, loss, lambda m: optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01)
 
@@ -64,30 +66,37 @@ class _Timed:
         ddp._finish_pass = timed
 
 
-def run(name, steps, warmup):
+def run(name, steps, warmup, use_jit=False):
     model, x, y, loss_fn, make_opt = {"mlp": mlp, "gpt": gpt}[name]()
     rank, world = dist.get_rank(), dist.get_world_size()
     n = len(x) // world
-    xs, ys = x[rank * n : (rank + 1) * n], y[rank * n : (rank + 1) * n]
+    xs, ys = plast.tensor(x[rank * n : (rank + 1) * n]), plast.tensor(y[rank * n : (rank + 1) * n])
     ddp = nn.parallel.DistributedDataParallel(model)
     timer = _Timed(ddp)
     opt = make_opt(ddp)
+
+    def step(xs, ys):
+        opt.zero_grad()
+        loss = loss_fn(ddp, xs, ys)
+        loss.backward()
+        opt.step()
+        return loss
+
+    if use_jit:
+        step = plast.jit(step)
     times, comm = [], []
     for i in range(warmup + steps):
         dist.barrier()  # every rank starts the step together: the step time is the slowest rank's
         t0 = time.perf_counter()
         c0 = timer.seconds
-        opt.zero_grad()
-        loss = loss_fn(ddp, xs, ys)
-        loss.backward()
-        opt.step()
-        last = loss.item()
+        last = step(xs, ys).item()
         plast.reset_transient_arenas()
         if i >= warmup:
             times.append(time.perf_counter() - t0)
-            comm.append(timer.seconds - c0)
+            comm.append(None if use_jit else timer.seconds - c0)
     nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return statistics.median(times) * 1e3, statistics.median(comm) * 1e3, nbytes, last
+    wait = None if use_jit else statistics.median(comm) * 1e3
+    return statistics.median(times) * 1e3, wait, nbytes, last
 
 
 def main():
@@ -96,15 +105,18 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--diloco-h", type=int, default=50)
+    ap.add_argument("--jit", action="store_true", help="run the step under @plast.jit")
     args = ap.parse_args()
     dist.init_process_group("mpi")
     world = dist.get_world_size()
     for name in args.only.split(","):
-        ms, comm_ms, nbytes, loss = run(name, args.steps, args.warmup)
+        ms, comm_ms, nbytes, loss = run(name, args.steps, args.warmup, args.jit)
         if dist.get_rank() == 0:
+            wait = "" if comm_ms is None else (
+                f"allreduce wait {comm_ms:6.2f} ms ({100 * comm_ms / ms:4.1f}%, overlapped with backward: 0%)  "
+            )  # fmt: skip
             print(
-                f"{name:4s} ranks {world}  {ms:8.2f} ms/step  allreduce wait {comm_ms:6.2f} ms "
-                f"({100 * comm_ms / ms:4.1f}%, overlapped with backward: 0%)  "
+                f"{name + ('_jit' if args.jit else ''):7s} ranks {world}  {ms:8.2f} ms/step  {wait}"
                 f"bytes/step/rank DDP {nbytes if world > 1 else 0:,}  DiLoCo(H={args.diloco_h}) "
                 f"{nbytes // args.diloco_h if world > 1 else 0:,}  last loss {loss:.4f}",
                 flush=True,

@@ -3,7 +3,7 @@
 
     python bench/bench_ddp_pair.py [--rounds 2]
 
-Prints ms per step for each, the scaling efficiency t(1) / (2 t(2)) (1.0 is perfect), plast's share of the
+plast runs eagerly and under @plast.jit (mlp_jit, gpt_jit). Prints ms per step for each, the scaling efficiency t(1) / (2 t(2)) (1.0 is perfect), plast's share of the
 2-rank step spent waiting for the allreduces, and plast/torch per rank count. Timings are never asserted.
 """
 
@@ -50,7 +50,12 @@ def main():
                 str(HERE / "bench_ddp.py"),
             ]
             torch_cmd = [sys.executable, str(HERE / "bench_ddp_torch.py"), "-n", str(n)]
-            for lib, cmd in (("plast", plast_cmd + steps), ("torch", torch_cmd + steps)):
+            runs = (
+                ("plast", plast_cmd + steps),
+                ("plast", plast_cmd + steps + ["--jit"]),
+                ("torch", torch_cmd + steps),
+            )
+            for lib, cmd in runs:
                 for (name, ranks), v in _run(cmd).items():
                     res.setdefault((lib, name, ranks), []).append(v)
     print(
@@ -58,17 +63,16 @@ def main():
     )
     for name in ("mlp", "gpt"):
         t = {}
-        for lib in ("plast", "torch"):
-            one = statistics.median(v[0] for v in res[(lib, name, 1)])
-            two = statistics.median(v[0] for v in res[(lib, name, 2)])
-            waits = [v[1] for v in res[(lib, name, 2)] if v[1] is not None]
+        for lib, key in (("plast", name), ("plast", name + "_jit"), ("torch", name)):
+            one = statistics.median(v[0] for v in res[(lib, key, 1)])
+            two = statistics.median(v[0] for v in res[(lib, key, 2)])
+            waits = [v[1] for v in res[(lib, key, 2)] if v[1] is not None]
             wait = f"{100 * statistics.median(waits) / two:6.1f}" if waits else "     -"
-            t[lib] = (one, two)
-            print(f"{name:8s} {lib:6s} {one:10.2f} {two:11.2f} {one / (2 * two):10.2f} {wait:>7s}")
-        print(
-            f"{name:8s} plast/torch: 1 rank {t['plast'][0] / t['torch'][0]:.2f}, 2 ranks "
-            f"{t['plast'][1] / t['torch'][1]:.2f}"
-        )
+            t[(lib, key)] = (one, two)
+            print(f"{key:8s} {lib:6s} {one:10.2f} {two:11.2f} {one / (2 * two):10.2f} {wait:>7s}")
+        for key in (name, name + "_jit"):
+            p, tt = t[("plast", key)], t[("torch", name)]
+            print(f"{key:8s} plast/torch: 1 rank {p[0] / tt[0]:.2f}, 2 ranks {p[1] / tt[1]:.2f}")
 
 
 if __name__ == "__main__":
