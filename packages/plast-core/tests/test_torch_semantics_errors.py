@@ -370,8 +370,10 @@ def test_a_parameter_hook_clips_gradients_eagerly_and_under_jit_as_in_torch(wind
     np.testing.assert_allclose(eager_w, want_w, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(jit_l, eager_l)
     np.testing.assert_array_equal(jit_w, eager_w)
-    # registering or removing a hook traces the step again (its plan replays the hooks' kernels as traced)
-    assert step.traces == 1 + sum(b is not None and b > 0 for b in window)
+    # registering or removing a hook traces the step again (its plan replays the hooks' kernels as traced), unless
+    # the step already has a plan for that state: (2, 5) goes back to the hook-free plan of its first two calls
+    states = [window[0] <= i and (window[1] is None or i < window[1]) for i in range(8)]
+    assert step.traces == len(set(states))
 
 
 # ---- in-place ops on views ------------------------------------------------------------------------------------

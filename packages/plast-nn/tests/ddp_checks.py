@@ -198,6 +198,33 @@ def check_diloco(rank, world):
     dist.all_gather(every, mine)
     for other in every:
         np.testing.assert_array_equal(other.numpy(), mine.numpy())
+
+    # under @plast.jit: the inner plan and the outer one (its allreduce a plan step) give the eager steps' values
+    def run(use_jit):
+        model = gpt(rank)
+        opt = optim.DiLoCo(model.parameters(), optim.AdamW(model.parameters(), lr=1e-3), inner_steps=3)
+        xb, yb = plast.zeros(B // world, T, dtype=plast.int64), plast.zeros(B // world, T, dtype=plast.int64)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = loss_of_tensors(model, x, y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        step = plast.jit(step) if use_jit else step
+        for x, y in batches(9):
+            with plast.no_grad():
+                xb.copy_(plast.tensor(shard(x, rank, world)))
+                yb.copy_(plast.tensor(shard(y, rank, world)))
+            step(xb, yb)
+            plast.reset_transient_arenas()
+        return params(model), opt.bytes_sent, (step.traces, step.replays) if use_jit else None
+
+    want, want_bytes, _ = run(False)
+    got, got_bytes, counts = run(True)
+    assert_close(got, want, 1e-5, "DiLoCo under jit")
+    assert got_bytes == want_bytes and counts == (2, 7), (got_bytes, want_bytes, counts)
     print("ok diloco", flush=True)
 
 

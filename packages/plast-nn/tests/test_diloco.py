@@ -160,3 +160,35 @@ def test_bad_settings_raise():
         optim.DiLoCo([w], optim.SGD([w], lr=0.1), communication_dtype="int8")
     with pytest.raises(ValueError, match="inner_steps"):
         optim.DiLoCo([w], optim.SGD([w], lr=0.1), inner_steps=0)
+
+
+def test_jitted_steps_equal_torchs_diloco():
+    # under @plast.jit: one plan for the inner steps, one for every H-th call with the outer step in it (its
+    # averaging as plan steps), the step count moving on before each replay
+    pl, th, data = _replicas(2, seed=3)
+    want = _torch_diloco(th, data, H=3, outer_lr=0.7, momentum=0.9, steps=12)
+    opt = optim.DiLoCo(pl, [optim.AdamW(ps, lr=1e-2) for ps in pl], inner_steps=3)
+    xs = [[plast.zeros(5, 4), plast.zeros(5, 3)] for _ in pl]
+
+    @plast.jit
+    def step(*batch):
+        opt.zero_grad()
+        for r, ps in enumerate(pl):
+            x, y = batch[2 * r], batch[2 * r + 1]
+            ((x @ ps[0].t() + ps[1] - y) ** 2).mean().backward()
+        opt.step()
+
+    for i in range(12):
+        with plast.no_grad():
+            for r, (xb, yb) in enumerate(xs):
+                x, y = data[(i * len(pl) + r) % len(data)]
+                xb.copy_(plast.tensor(x))
+                yb.copy_(plast.tensor(y))
+        step(*[t for pair in xs for t in pair])
+        plast.reset_transient_arenas()
+    assert (step.traces, step.replays, opt.local_step) == (2, 10, 12)
+    for g, w in zip(opt.global_params, want):
+        np.testing.assert_allclose(g.detach().numpy(), w, rtol=1e-5, atol=1e-6)
+    for ps in pl:  # the 12th call took an outer step: every replica holds the global copy
+        for p, w in zip(ps, want):
+            np.testing.assert_allclose(p.detach().numpy(), w, rtol=1e-5, atol=1e-6)

@@ -113,9 +113,14 @@ def _unflatten(tree, leaves):
 class JitFunction:
     """A function traced once per key and replayed afterwards (see the module docstring)."""
 
+    # plans kept per argument key besides the newest, for state that alternates between calls (a DiLoCo step and
+    # its every-H-th step with the outer update; train and eval modes): the plan whose state keys match replays
+    KEEP = 3
+
     def __init__(self, fn):
         self.fn = fn
-        self.plans = {}
+        self.plans = {}  # argument key -> the newest plan
+        self.older = {}  # argument key -> up to KEEP earlier plans, most recently used first
         self.traces = 0
         self.replays = 0
         functools.update_wrapper(self, fn)
@@ -163,6 +168,14 @@ class JitFunction:
         plan = self.plans.get(key)
         if plan is not None and plan.valid():
             return self._replay(plan, tensors)
+        older = self.older.get(key)
+        if older:
+            for i, other in enumerate(older):
+                if other.valid():  # it becomes the newest: the one tried first next time
+                    del older[i]
+                    older.insert(0, plan)
+                    self.plans[key] = other
+                    return self._replay(other, tensors)
         out = self._trace(key, args, kwargs)
         for dev in {t.device.type for t in tensors} or {"cpu"}:
             _arenas.transient(dev).release_if_idle()
@@ -208,6 +221,12 @@ class JitFunction:
         plan.block, plan.block_bytes = plan_memory(tape, aliases)
         plan.arg_views = _arg_views(tape, aliases)
         plan.captured_transient = _captured_transient(tape, aliases)
+        previous = self.plans.get(key)
+        if previous is not None and all(ref() is not None for ref, _, _ in previous.states):
+            # (a plan whose objects died can never be valid again: it goes, with its memory)
+            older = self.older.setdefault(key, [])
+            older.insert(0, previous)
+            del older[self.KEEP :]
         self.plans[key] = plan
         return _unflatten(tree, [_fresh(r) for r in results])
 

@@ -497,9 +497,9 @@ class Trainer:
                 _, loss = self.model(x, y)
             return loss
 
-        # DDP's allreduces are steps of a jit plan (plast.distributed's traced collectives). NOTE: DiLoCo's ranks
-        # step eagerly: its outer step every inner_steps steps is Python control flow, not yet part of a plan
-        if cfg.train.jit and (self.ranks is None or cfg.train.strategy == "ddp"):
+        # with several ranks too: DDP's allreduces and DiLoCo's outer step are steps of jit plans (plast.distributed's
+        # traced collectives; DiLoCo's every-H-th call has a plan of its own)
+        if cfg.train.jit:
             train_step, eval_step = plast.jit(train_step), plast.jit(eval_step)
         self._train_step, self._eval_step = train_step, eval_step
 

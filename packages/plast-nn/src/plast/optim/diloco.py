@@ -10,9 +10,15 @@ SGD for the outer step), and plast-core must not import plast.optim; plast.distr
 Replicas are either MPI ranks (one model per rank; ``python -m plast.distributed.run -n N``) or N models in one
 process (pass lists: ``DiLoCo([m.parameters() for m in models], [inner_1, ..., inner_N])``), for tests and for
 one machine without MPI.
+
+Under ``@plast.jit`` a step has two plans: the inner steps', and the one of every `inner_steps`-th call, which also
+holds the outer step (its allreduce is a plan step: plast.distributed's traced collectives). Which one a call
+replays is part of the plans' key, and the step count moves on before each replay (a runtime input), so a jitted
+DiLoCo step does what the eager one does.
 """
 
 import plast
+from plast.compiler import is_compiling, note_state, runtime_input
 
 from .sgd import SGD
 
@@ -99,14 +105,31 @@ class DiLoCo:
     def step(self, closure=None):
         """One inner step of every replica (their gradients are in ``.grad``); the outer step every
         `inner_steps` steps. Returns the closure's loss when one is given (as torch optimizers do)."""
+        traced = is_compiling()
+        if traced:  # this call's plan holds the outer step or not: a later call replays the plan of its kind
+            note_state(self, self._outer_due)
         loss = None
         for opt in self.inner:
             out = opt.step(closure)
             loss = out if loss is None else loss
-        self.local_step += 1
-        if self.local_step % self.inner_steps == 0:
+        outer = self._outer_due()
+        if traced:
+            runtime_input(self._count_step)  # counted now and before each replay: Python runs no more
+        else:
+            self._count_step()
+        if outer:
             self.outer_step()
         return loss
+
+    def _outer_due(self):
+        """Whether the step about to be counted is an `inner_steps`-th one (it also takes the outer step)."""
+        return (self.local_step + 1) % self.inner_steps == 0
+
+    def _count_step(self):
+        self.local_step += 1
+
+    def _count_bytes(self, n):
+        self.bytes_sent += n
 
     def outer_step(self):
         """Average the pseudo-gradients (global - local) over the replicas, take the outer SGD step on the global
@@ -122,7 +145,11 @@ class DiLoCo:
             if self._dist is not None and self._dist.get_world_size(self.process_group) > 1:
                 (local,) = deltas
                 self._dist.all_reduce_coalesced(local, op=self._dist.ReduceOp.AVG, group=self.process_group)
-                self.bytes_sent += sum(d.numel() * d.element_size() for d in local)
+                n = sum(d.numel() * d.element_size() for d in local)
+                if is_compiling():
+                    runtime_input(lambda: self._count_bytes(n))
+                else:
+                    self._count_bytes(n)
                 mean = local
             else:
                 n = len(deltas)
