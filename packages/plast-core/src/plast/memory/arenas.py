@@ -115,7 +115,7 @@ def init_arenas(
     """Set up the arenas of `device`. Optional: by default arenas grow on demand.
 
     With ``grow=False`` each arena holds exactly the bytes given and a request that does not fit raises
-    ArenaExhaustedError. Calling it again replaces the arenas; tensors made before keep their memory alive.
+    ArenaExhaustedError. Each thread that computes gets a transient arena of its own, made the same way. Calling it again replaces the arenas; tensors made before keep their memory alive.
 
     ``device=plast.Device.CUDA`` (or "cuda") makes the GPU's arenas; without a usable GPU it raises
     CudaUnavailableError saying why.
