@@ -156,7 +156,8 @@ def test_promotion_like_torch(name, op):
 def test_mean_of_int_raises_as_torch():
     with pytest.raises(RuntimeError):
         torch.tensor([1, 2]).mean()
-    with pytest.raises(plast.errors.DTypeError):  # plast's dtype error (a TypeError) where torch's is RuntimeError
+    # plast raises its dtype error (a TypeError) where torch raises RuntimeError
+    with pytest.raises(plast.errors.DTypeError):
         plast.tensor([1, 2]).mean()
 
 
