@@ -199,7 +199,8 @@ class Tensor(TensorBase):
             arr = arr.astype(np.float32)  # exact; numpy prints ml_dtypes' bfloat16 without a decimal point
         body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4, threshold=1000)
         extras = []
-        if self.dtype not in (dtypes.float32, dtypes.int64, dtypes.bool_):
+        # as torch: the default floating dtype, int64 and bool go unnamed
+        if self.dtype not in (dtypes.default_float, dtypes.int64, dtypes.bool_):
             extras.append(f"dtype={self.dtype}")
         if self.device.type != "cpu":
             extras.append(f"device='{self.device}'")

@@ -5,7 +5,8 @@ float64, where uint8 with int8 gives int16 and bfloat16 with float16 gives float
 exception to torch:
 matmul between an integer and a floating tensor promotes to the floating type instead of raising, so integer
 data (``plast.tensor([[0, 1]])``) meets float parameters. Python scalars are "weak", as in torch: a Python float
-with an integer tensor gives float32; a Python int or float with a float32 tensor stays float32.
+with an integer or bool tensor gives the default dtype (float32 unless ``set_default_dtype`` changed it); a Python
+int or float with a float32 tensor stays float32.
 """
 
 from __future__ import annotations
@@ -54,12 +55,16 @@ _BY_NAME.update(
 )
 _BY_NP = {d.np: d for d in ALL}
 
+# The default floating dtype (torch's get_default_dtype): read at call time as ``dtypes.default_float`` by the
+# factories, tensor()'s inference and every integer-to-floating promotion; set_default_dtype rebinds it.
 default_float = float32
 default_int = int64
 
 
 def get_default_dtype() -> dtype:
-    """The dtype of floating factories without ``dtype=`` and of Python floats in ``tensor()``: float32.
+    """The dtype of floating factories without ``dtype=``, of Python floats in ``tensor()`` and of integer data
+    promoted to floating point (``int_tensor / 2``, ``int_tensor * 2.5``, ``int_tensor.sin()``): float32 unless
+    ``set_default_dtype`` changed it.
 
     >>> import plast
     >>> plast.get_default_dtype()
@@ -69,17 +74,33 @@ def get_default_dtype() -> dtype:
 
 
 def set_default_dtype(d: dtype | str | type) -> None:
-    """Only float32 is accepted: plast's type promotion with Python floats and ``tensor()``'s inference are
-    float32 throughout, so another default would be half-applied. Any other dtype raises NotImplementedError."""
+    """Set the default floating dtype, as ``torch.set_default_dtype``: float32 (the default) or float64.
+
+    It is the dtype of floating factories without ``dtype=`` (``zeros``, ``ones``, ``empty``, ``full`` with a
+    float fill, ``rand``, ``randn``, ``eye``, ``arange``/``linspace``/``logspace`` with float arguments,
+    ``scalar_tensor``), of Python floats in ``tensor()``/``as_tensor()``, of a Python float combined with an
+    integer or bool tensor, of true division and floating functions of integer tensors, and so of the parameters
+    nn layers create. As in torch, ``*_like`` factories keep their input's dtype, ``t.float()`` is float32 and a
+    float32 tensor with a Python float stays float32. Non-floating types raise TypeError, as in torch;
+    bfloat16 and float16 raise NotImplementedError (plast's 16-bit types are storage types: their in-place
+    optimizer updates and CUDA kernels are missing). The setting is process-wide, as torch's.
+
+    >>> plast.set_default_dtype(plast.float64)
+    >>> plast.tensor([1.5]).dtype, (plast.arange(3) / 2).dtype
+    (plast.float64, plast.float64)
+    >>> plast.set_default_dtype(plast.float32)
+    """
+    global default_float
     d = as_dtype(d)
-    if d is not float32:
-        if not d.is_floating_point:
-            raise TypeError(
-                f"set_default_dtype: only floating point types are supported as the default, got {d}"
-            )
-        raise NotImplementedError(
-            f"plast does not implement set_default_dtype({d}): its default is float32 only"
-        )
+    if d is float32 or d is float64:
+        default_float = d
+        return
+    if not d.is_floating_point:
+        raise TypeError(f"set_default_dtype: only floating point types are supported as the default, got {d}")
+    raise NotImplementedError(
+        f"plast does not implement set_default_dtype({d}): the default may be float32 or float64 (plast's "
+        f"16-bit types are storage types, without 16-bit in-place optimizer updates or CUDA kernels)"
+    )
 
 
 def as_dtype(x: dtype | str | type | np.dtype) -> dtype:
@@ -147,13 +168,15 @@ def _scalar_category(v):
     return 0 if isinstance(v, bool) else 1 if isinstance(v, int) else 2
 
 
-_DEFAULT_OF = {0: bool_, 1: int64, 2: float32}
+def _default_of(c):
+    return bool_ if c == 0 else int64 if c == 1 else default_float
 
 
 def result_type(tensors, scalars=()):
     """torch's promotion over operands: dimensioned tensors decide; a 0-d tensor counts only when its category
     (bool < integer < floating) is higher; a Python scalar only when its category is higher, and then gives
-    that category's default dtype (int64, float32).
+    that category's default dtype (int64, or the default floating dtype: float32 unless set_default_dtype
+    changed it).
 
     >>> result_type([plast.ones(3)], [2.5])  # doctest: +SKIP
     plast.float32
@@ -175,9 +198,9 @@ def result_type(tensors, scalars=()):
         if isinstance(v, bool) or isinstance(v, (int, float)):
             c = _scalar_category(v)
             if cur is None:
-                cur = _DEFAULT_OF[c]
+                cur = _default_of(c)
             elif c > _category(cur):
-                cur = _DEFAULT_OF[c]
+                cur = _default_of(c)
         else:
             raise DTypeError(f"expected a tensor or a Python number, got {type(v).__name__}")
     return cur

@@ -193,7 +193,7 @@ def scaled_dot_product_attention(
         raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both (as in torch)")
     dt = dtypes.promote(dtypes.promote(query.dtype, key.dtype), value.dtype)
     if not dt.is_floating_point:
-        dt = dtypes.float32
+        dt = dtypes.default_float
     q, k, v = (movement.cast(t, dt) for t in (query, key, value))
     if enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
         hq, hk = q.shape[-3], k.shape[-3]

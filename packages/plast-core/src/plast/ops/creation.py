@@ -94,12 +94,12 @@ def _wide_ints(data, want, fn):
     if scan is None:
         return None
     has_float, lo, hi = scan
-    target = want or (dtypes.float32 if has_float else dtypes.int64)
+    target = want or (dtypes.default_float if has_float else dtypes.int64)
     if target is dtypes.bool_:
         return np.array(data, dtype=object).astype(np.bool_), None
     if target.is_floating_point or has_float:
         # (floats for an integer dtype: tensor() checks that they fit it)
-        return np.array(data, dtype=np.float64), dtypes.float32 if want is None else None
+        return np.array(data, dtype=np.float64), dtypes.default_float if want is None else None
     bad = lo if lo < -(2**63) else hi
     if bad < -(2**63) or bad > 2**63 - 1:
         # torch's exception and words (its conversion of each Python int to a C long long)
@@ -157,7 +157,7 @@ def _to_numpy(data, fn="tensor", want=None):
         )
     inferred = None
     if arr.dtype.kind == "f":
-        inferred = dtypes.float32  # Python floats are float32 tensors, as in torch
+        inferred = dtypes.default_float  # Python floats: the default dtype (float32 unless set), as in torch
     elif arr.dtype.kind in "iu":
         inferred = dtypes.int64
     elif arr.dtype.kind == "b":
@@ -170,7 +170,8 @@ def tensor(
 ) -> TensorBase:
     """A new leaf tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors).
 
-    Python ints give int64, Python floats float32, numpy arrays keep their dtype.
+    Python ints give int64, Python floats the default dtype (float32 unless ``set_default_dtype`` changed
+    it), numpy arrays keep their dtype.
 
     >>> plast.tensor([[0, 1], [1, 0]]).dtype
     plast.int64
@@ -254,7 +255,7 @@ def full(
             if isinstance(fill_value, (bool, np.bool_))
             else dtypes.int64
             if isinstance(fill_value, (int, np.integer))
-            else dtypes.float32
+            else dtypes.default_float
         )
     dt = dtypes.as_dtype(dtype)
     if dt in _INT_RANGE and not isinstance(fill_value, (bool, np.bool_)):
@@ -374,7 +375,8 @@ def arange(
     device: DeviceLike | None = None,
     requires_grad: bool = False,
 ) -> TensorBase:
-    """Values from start (inclusive) to end (exclusive) by step; ints give int64, any float gives float32."""
+    """Values from start (inclusive) to end (exclusive) by step; ints give int64, any float gives the default dtype
+    (float32 unless set_default_dtype changed it)."""
     if end is None:
         start, end = 0, start
     for v in (start, end, step):
@@ -392,7 +394,7 @@ def arange(
         )
     if dtype is None:
         is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
-        dtype = dtypes.int64 if is_int else dtypes.float32
+        dtype = dtypes.int64 if is_int else dtypes.default_float
     dt = dtypes.as_dtype(dtype)
     # NOTE: computed in float64/int64 then cast, so float32 ranges match torch's length rule ceil((end-start)/step).
     n = max(0, int(np.ceil((end - start) / step)))
@@ -414,6 +416,42 @@ def linspace(
     return _from_array(
         np.linspace(start, end, steps, dtype=np.float64).astype(dt.np), dt, device, requires_grad
     )
+
+
+def logspace(
+    start: float,
+    end: float,
+    steps: int,
+    base: float = 10.0,
+    dtype: DTypeLike | None = None,
+    device: DeviceLike | None = None,
+    requires_grad: bool = False,
+) -> TensorBase:
+    """``base ** linspace(start, end, steps)`` (computed in float64, then cast); the default dtype unless
+    ``dtype=``, as torch.
+
+    >>> plast.logspace(0, 2, 3).tolist()
+    [1.0, 10.0, 100.0]
+    """
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"logspace: steps must be a non-negative int, got {steps!r}")
+    dt = dtypes.as_dtype(dtype or dtypes.default_float)
+    exps = np.linspace(start, end, steps, dtype=np.float64)
+    return _from_array(np.power(float(base), exps).astype(dt.np), dt, device, requires_grad)
+
+
+def scalar_tensor(
+    s: float, *, dtype: DTypeLike | None = None, device: DeviceLike | None = None, requires_grad: bool = False
+) -> TensorBase:
+    """A 0-d tensor holding the number `s`, of the default dtype (float32 unless set) unless ``dtype=``, whatever
+    the number's type (``scalar_tensor(3)`` is ``3.``), as torch.
+
+    >>> plast.scalar_tensor(3).tolist()
+    3.0
+    """
+    if isinstance(s, TensorBase) or not isinstance(s, (numbers.Number, np.number)):
+        raise TypeError(f"scalar_tensor: s must be a number, got {type(s).__name__}")
+    return tensor(s, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
 
 
 def eye(

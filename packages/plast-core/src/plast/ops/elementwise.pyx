@@ -21,7 +21,6 @@ from .factory import SCALAR_CACHE, scalar_tensor, wrap_int
 from .registry import register
 
 cdef object _bool = _dtypes.bool_
-cdef object _f32 = _dtypes.float32
 
 
 # ---- backward rules: one gradient per input; the engine sums broadcast gradients back to input shapes ----
@@ -155,13 +154,14 @@ def mul(a, b):
 
 
 def div(a, b):
-    """True division: integer inputs give float32, as in torch."""
+    """True division: integer and bool inputs give the default dtype (float32 unless set), as in torch."""
     cdef bint a_t = isinstance(a, TensorBase), b_t = isinstance(b, TensorBase)
     if (not a_t or not (<TensorBase>a).dtype.is_floating_point) and (
         not b_t or not (<TensorBase>b).dtype.is_floating_point
     ):
-        a = cast(<TensorBase>a, _f32) if a_t else float(a)
-        b = cast(<TensorBase>b, _f32) if b_t else float(b)
+        dt = _dtypes.default_float
+        a = cast(<TensorBase>a, dt) if a_t else float(a)
+        b = cast(<TensorBase>b, dt) if b_t else float(b)
     return binary(DIV, a, b, "div")
 
 
@@ -189,11 +189,11 @@ cdef tuple _INT_OK = ("abs", "sign", "relu")
 
 
 def unary(op, x):
-    """`op` (a unary row of the op table) applied to x; integer and bool inputs are computed in float32 except
-    for the ops that keep them (abs, sign, relu)."""
+    """`op` (a unary row of the op table) applied to x; integer and bool inputs are computed in the default
+    dtype (float32 unless set) except for the ops that keep them (abs, sign, relu)."""
     cdef TensorBase t = <TensorBase?>x
     if not t.dtype.is_floating_point and op.name not in _INT_OK:
-        t = <TensorBase>cast(t, _f32)
+        t = <TensorBase>cast(t, _dtypes.default_float)
     return record(op, (t,), (), [(t._shape, t.dtype)], t.device)[0]
 
 

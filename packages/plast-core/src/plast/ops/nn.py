@@ -45,7 +45,7 @@ _tensor_check, _same_device = _linalg.tensor_check, _linalg.same_device  # compi
 
 
 def _floating(x):
-    return x if x.dtype.is_floating_point else movement.cast(x, dtypes.float32)
+    return x if x.dtype.is_floating_point else movement.cast(x, dtypes.default_float)
 
 
 def _reduction(reduction, op, size_average=None, reduce=None):
@@ -923,7 +923,7 @@ def dropout(
     if not training or p == 0:
         return input
 
-    dt = input.dtype if input.dtype.is_floating_point else dtypes.float32
+    dt = input.dtype if input.dtype.is_floating_point else dtypes.default_float
     u = rand(tuple(input.shape), generator=generator, dtype=dt, device=input.device)
     mask = record(DROPOUT_MASK, (u,), (float(p),), [(input.shape, dt)], input.device)[0]
     if inplace:

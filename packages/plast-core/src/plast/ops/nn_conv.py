@@ -156,7 +156,7 @@ def conv2d(
         )
     dt = dtypes.promote(x.dtype, weight.dtype)
     if not dt.is_floating_point:
-        dt = dtypes.float32
+        dt = dtypes.default_float
     ins = (movement.cast(x, dt), movement.cast(weight, dt))
     if bias is not None:
         _tensor_check(bias, op, "bias")

@@ -149,7 +149,7 @@ def batch_norm(
                 f"batch_norm: {name} must have shape ({c},) for an input with {c} channels "
                 f"(shape {tuple(input.shape)}), got {tuple(t.shape)}"
             )
-    out_dt = input.dtype if input.dtype.is_floating_point else plast.float32
+    out_dt = input.dtype if input.dtype.is_floating_point else plast.get_default_dtype()
     # NOTE: float32 statistics and their gradients are computed in float64 (torch accumulates them in double):
     # float32 sums over N*H*W values drift by more than 1e-5 relative
     x = input.to(plast.float64)

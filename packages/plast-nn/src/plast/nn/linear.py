@@ -17,7 +17,7 @@ def _factory_dtype(device, dtype):
             f"layers are built on the CPU: a CUDA device as a layer argument (device={str(device)!r}) is not "
             f"supported yet; make the layer, then move it with .to({str(device)!r})"
         )
-    return plast.float32 if dtype is None else plast.as_dtype(dtype)
+    return plast.get_default_dtype() if dtype is None else plast.as_dtype(dtype)
 
 
 class Identity(Module):

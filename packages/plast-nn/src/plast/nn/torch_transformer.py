@@ -303,7 +303,7 @@ def generate_square_subsequent_mask(sz, device=None, dtype=None):
     >>> plast.nn.Transformer.generate_square_subsequent_mask(2).tolist()
     [[0.0, -inf], [0.0, 0.0]]
     """
-    dt = plast.float32 if dtype is None else plast.as_dtype(dtype)
+    dt = plast.get_default_dtype() if dtype is None else plast.as_dtype(dtype)
     m = np.triu(np.full((sz, sz), -np.inf), k=1).astype(dt.np)
     return plast.tensor(m, device=device)
 

@@ -173,7 +173,7 @@ class TransformerBlock(Module):
             )
         is_causal = False
         if self.causal:
-            dt = x.dtype if x.dtype.is_floating_point else plast.float32
+            dt = x.dtype if x.dtype.is_floating_point else plast.get_default_dtype()
             cm = causal_mask(x.shape[1], dtype=dt, device=x.device)
             if attn_mask is None:
                 attn_mask, is_causal = cm, True

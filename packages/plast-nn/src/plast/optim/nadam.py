@@ -74,8 +74,9 @@ class NAdam(Optimizer):
                 state = self.state[p]
                 if len(state) == 0:
                     state["step"] = new_step(p)
-                    # float32, as torch keeps it (its default scalar dtype), whatever the parameter's dtype
-                    state["mu_product"] = plast.ones((), dtype=plast.float32, device=p.device)
+                    # the default dtype (float32 unless set), as torch keeps it (its default scalar dtype), whatever
+                    # the parameter's dtype
+                    state["mu_product"] = plast.ones((), dtype=plast.get_default_dtype(), device=p.device)
                     state["exp_avg"] = plast.zeros_like(p)
                     state["exp_avg_sq"] = plast.zeros_like(p)
                 step, mu_prod = state["step"], state["mu_product"]
@@ -87,7 +88,7 @@ class NAdam(Optimizer):
                 bc2 = 1 - plast.pow(b2, step)
                 mu = b1 * (1.0 - 0.5 * plast.pow(0.96, step * md))
                 mu_next = b1 * (1.0 - 0.5 * plast.pow(0.96, (step + 1) * md))
-                mu_prod.mul_(mu.to(plast.float32))
+                mu_prod.mul_(mu.to(mu_prod.dtype))
                 mp = mu_prod.to(plast.float64)
                 m.copy_(m + (g - m) * (1 - b1))
                 v.copy_(v * b2 + g * g * (1 - b2))
