@@ -3,8 +3,9 @@
 
     python bench/bench_ddp_pair.py [--rounds 2]
 
-plast runs eagerly and under @plast.jit (mlp_jit, gpt_jit). Prints ms per step for each, the scaling efficiency t(1) / (2 t(2)) (1.0 is perfect), plast's share of the
-2-rank step spent waiting for the allreduces, and plast/torch per rank count. Timings are never asserted.
+plast runs eagerly and under @plast.jit (mlp_jit, gpt_jit). Prints ms per step for each, the scaling efficiency
+t(1) / (2 t(2)) (1.0 is perfect), plast's share of the 2-rank step spent waiting for the allreduces, and
+plast/torch per rank count. Timings are never asserted.
 """
 
 import argparse

@@ -15,9 +15,9 @@ installed with ``recording(tape)``:
 The engine's hooks (``note_kernel``, ``note_copy``, ``note_mutation``, ``note_random``) hand every kernel call to
 the tape as a `Step`; a tape keeps what it can replay and says so where it cannot. Only one recording runs at a
 time, in one thread: it holds the engine lock (graph/threads.py) from start to end, and another thread's
-kernels are never handed to it. The tape lives in the graph layer so that the layers that run kernels (graph/realize.py,
-graph/_scheduler.pyx, graph/inplace.py, graph/_mutation.pyx, autograd, ops) can write to it without importing
-what records above them; kernels never see it.
+kernels are never handed to it. The tape lives in the graph layer so that the layers that run kernels
+(graph/realize.py, graph/_scheduler.pyx, graph/inplace.py, graph/_mutation.pyx, autograd, ops) can write to it
+without importing what records above them; kernels never see it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 threads, and one transient (results of ops) per thread. DESIGN §3.
 
 ``_arenas[dev_type]`` is (persistent, transient of the thread computing now): the scheduler and backward replays
-read it without a call. graph/threads.bind_arenas() swaps in the calling thread's transient arena when another thread's
-was there (``bind_thread``); a thread's own transient arenas live in its thread-local dict and go with it."""
+read it without a call. graph/threads.bind_arenas() swaps in the calling thread's transient arena when another
+thread's was there (``bind_thread``); a thread's own transient arenas live in its thread-local dict and go with
+it."""
 
 from __future__ import annotations
 
@@ -115,7 +116,8 @@ def init_arenas(
     """Set up the arenas of `device`. Optional: by default arenas grow on demand.
 
     With ``grow=False`` each arena holds exactly the bytes given and a request that does not fit raises
-    ArenaExhaustedError. Each thread that computes gets a transient arena of its own, made the same way. Calling it again replaces the arenas; tensors made before keep their memory alive.
+    ArenaExhaustedError. Each thread that computes gets a transient arena of its own, made the same way. Calling
+    it again replaces the arenas; tensors made before keep their memory alive.
 
     ``device=plast.Device.CUDA`` (or "cuda") makes the GPU's arenas; without a usable GPU it raises
     CudaUnavailableError saying why.

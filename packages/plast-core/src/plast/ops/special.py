@@ -174,7 +174,8 @@ IGAMMAC = register("igammac", cpu=cpu.binary, chain="igammac", backward=_igamma_
 
 
 def _float_binary(op, a, b, *, promote_ints):
-    """Two operands promoted and broadcast; integer results become the default dtype (float32 unless set) when `promote_ints`, else raise."""
+    """Two operands promoted and broadcast; integer results become the default dtype (float32 unless set) when
+    `promote_ints`, else raise."""
     (a, b), dt, dev = _operands((a, b), op.name)
     if not dt.is_floating_point:
         if not promote_ints:

@@ -497,8 +497,8 @@ class Trainer:
                 _, loss = self.model(x, y)
             return loss
 
-        # with several ranks too: DDP's allreduces and DiLoCo's outer step are steps of jit plans (plast.distributed's
-        # traced collectives; DiLoCo's every-H-th call has a plan of its own)
+        # with several ranks too: DDP's allreduces and DiLoCo's outer step are steps of jit plans
+        # (plast.distributed's traced collectives; DiLoCo's every-H-th call has a plan of its own)
         if cfg.train.jit:
             train_step, eval_step = plast.jit(train_step), plast.jit(eval_step)
         self._train_step, self._eval_step = train_step, eval_step
