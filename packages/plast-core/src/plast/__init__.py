@@ -18,7 +18,7 @@ from . import _siblings
 
 _siblings.install()
 
-from . import accelerator, amp, autograd, backends, compiler, cuda, distributed, errors, linalg
+from . import accelerator, amp, autograd, backends, compiler, cuda, distributed, errors, linalg, profiler
 from ._config import show_config
 from ._core._structs import Size
 from ._core.devices import Device, device

@@ -18,6 +18,7 @@ from cpython.weakref cimport PyWeakref_GetObject
 
 from .._core._structs cimport Node, TensorBase, env_zero
 from ..memory.arena cimport Storage, check_storage
+from ._timing cimport add_time, now_ns, timing_flag
 
 from .._core import grad_mode as autograd_state
 from . import tape
@@ -25,6 +26,7 @@ from .realize import realize
 from .._core._state cimport grad_on, is_set
 
 cdef dict _AG = autograd_state.__dict__, _TAPE = tape.__dict__
+cdef int *_timing = timing_flag()  # nonzero while plast.profiler counts kernel time
 cdef unsigned long _AG_OWNER = autograd_state._owner
 
 
@@ -103,6 +105,7 @@ def apply_mutation(op, list inputs, args, list mutated):
     were recorded but not yet computed are computed first, and their storage versions go up, so autograd
     catches a backward that would read an overwritten value.
     """
+    cdef unsigned long long t0
     cdef TensorBase t
     cdef Py_ssize_t i
     if not op.half:
@@ -132,7 +135,10 @@ def apply_mutation(op, list inputs, args, list mutated):
         raise NotImplementedError(f"op {op.name!r} has no {t.device.type} kernel yet")
     if is_set(_TAPE, "_tape"):
         tape.note_mutation(node, mutated)
+    t0 = now_ns() if _timing[0] else 0
     kernel(node, node.inputs, [])
+    if t0:
+        add_time(op.name, t0)
     node.done = True
     _bump_versions(inputs, mutated)
 
@@ -292,6 +298,7 @@ cdef class UpdateReplay:
         cdef _Call c
         cdef TensorBase t
         cdef Py_ssize_t i
+        cdef unsigned long long t0
         if is_set(_TAPE, "_tape") or not self._unchanged():
             return False
         try:
@@ -305,7 +312,10 @@ cdef class UpdateReplay:
                         return False
             for c in self.calls:
                 _compute_first(c.inputs, c.mutated)
+                t0 = now_ns() if _timing[0] else 0
                 c.kernel(c.node, c.inputs, [])
+                if t0:
+                    add_time(c.node.op.name, t0)
                 _bump_versions(c.inputs, c.mutated)
         finally:
             self._clear()

@@ -17,12 +17,16 @@ from plast.kernels.cpu._matmul cimport matmul_run
 from plast.kernels.cpu.fastpath cimport SumKernel
 from .._core._structs cimport TensorBase
 from .._core.codes cimport PLAST_DT_BOOL
+from ._timing cimport add_time, now_ns, timing_flag
 
 from plast.kernels.cpu import _kernels, _matmul
 from plast.kernels.cpu import kernels as _K
 from plast.kernels.cpu import kernels_fused as _KF
 from plast.kernels.cpu import kernels_nn as _KN
+from . import _timing as _timing_mod
 from . import chains as _chains
+
+cdef int *_timing = timing_flag()  # nonzero while plast.profiler counts kernel time
 
 
 cdef class _Step:
@@ -130,6 +134,14 @@ def compile_steps(steps):
 def run(list compiled):
     """Run a compiled plan's steps in order."""
     cdef _Step s
+    cdef unsigned long long t0
+    if _timing[0]:
+        for x in compiled:
+            s = <_Step>x
+            t0 = now_ns()
+            s.run()
+            add_time(_timing_mod.step_key(s.kernel, s.node, s.outputs), t0)
+        return
     for x in compiled:
         s = <_Step>x
         s.run()

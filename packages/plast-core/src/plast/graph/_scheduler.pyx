@@ -18,15 +18,18 @@ from .._core._structs cimport Node, OpDef, TensorBase, nbytes, new_lazy
 from .._core.codes cimport PLAST_DT_BOOL
 from ._graph cimport add_readers, tensor_class
 from ..memory.arena cimport Arena, Storage, check_storage
+from ._timing cimport add_time, now_ns, timing_flag
 
 from ..memory import arenas as _arenas
 from .._core import grad_mode as autograd_state
 from . import tape
 from ..kernels.cpu import _kernels, kernels
+from . import _timing as _timing_mod
 from . import chains, fusion
 
 # _arenas' {device type: (persistent, transient)} (mutated in place, never rebound): read here without a call
 cdef dict _ARENAS = _arenas._arenas
+cdef int *_timing = timing_flag()  # nonzero while plast.profiler counts kernel time
 
 
 cdef inline object _transient(object dev_type):
@@ -170,6 +173,7 @@ cpdef run_node(Node node, dict slots, object check_nan):
     cdef Py_ssize_t j = 0, size
     cdef bint empty
     cdef TensorBase src
+    cdef unsigned long long t0
     if (<OpDef>op).view if is_row else op.view:
         o = <TensorBase>outs[0]
         if kernel is _K_view:  # kernels.view, inlined: share the input's storage
@@ -192,6 +196,7 @@ cpdef run_node(Node node, dict slots, object check_nan):
             empty = empty and size == 0
             o._storage = st if st is not None else _alloc(arena, size)
             j += 1
+        t0 = now_ns() if _timing[0] else 0
         try:
             if empty and outs:
                 pass
@@ -200,6 +205,8 @@ cpdef run_node(Node node, dict slots, object check_nan):
         except BaseException:
             unallocate(outs)
             raise
+        if t0:
+            add_time(_timing_mod.node_key(node, outs), t0)
         if tape._tape is not None:
             tape.note_kernel(kernel, node, node.inputs, outs)
         if autograd_state.anomaly_detection:
@@ -213,10 +220,12 @@ cdef class _GroupKernel:
     replays."""
 
     cdef readonly object kernel, args
+    cdef public str label  # the group's op names, joined by "+"
 
     def __init__(self, kernel, args):
         self.kernel = kernel
         self.args = args
+        self.label = None
 
     def __call__(self, node, inputs, outputs):
         return self.kernel(node, inputs, outputs, self.args)
@@ -232,6 +241,7 @@ cpdef run_group(object g, dict slots):
     cdef Py_ssize_t j = 0
     cdef bint empty = True  # as in run_node: no element to compute
     cdef Py_ssize_t size
+    cdef unsigned long long t0
     for x in outs:
         o = <TensorBase>x
         st = slots.get((id(root), j)) if slots else None
@@ -243,6 +253,7 @@ cpdef run_group(object g, dict slots):
     for x in inputs:
         check_storage((<TensorBase>x)._storage)
     kernel, args = g.kernel, g.args
+    t0 = now_ns() if _timing[0] else 0
     try:
         if empty and outs:
             pass
@@ -251,8 +262,12 @@ cpdef run_group(object g, dict slots):
     except BaseException:
         unallocate(outs)
         raise
+    if t0:
+        add_time(_timing_mod.group_key(g.nodes, outs), t0)
     if tape._tape is not None:
-        tape.note_kernel(_GroupKernel(kernel, args), root, inputs, outs)
+        gk = _GroupKernel(kernel, args)
+        gk.label = "+".join([n.op.name for n in g.nodes])  # the profiler's row when the tape is replayed
+        tape.note_kernel(gk, root, inputs, outs)
     finish_node(root, outs)
 
 

@@ -6,8 +6,8 @@ notebook or REPL, call :func:`install` before the first ``import torch``.
 
 This is aliasing, nothing more: ``torch.nn`` *is* ``plast.nn``. A torch name plast lacks raises AttributeError
 (``plast does not implement torch.fft``) and a torch submodule plast lacks raises ModuleNotFoundError, except the
-few that scripts import at the top but use only on request (``torch.onnx``, ``torch.jit``, ``torch.profiler``,
-``torch.hub``): those import, and their functions raise NotImplementedError naming the feature when called.
+few that scripts import at the top but use only on request (``torch.onnx``, ``torch.jit``, ``torch.hub``): those
+import, and their functions raise NotImplementedError naming the feature when called.
 
 >>> import plast.torch, sys
 >>> plast.torch.install()
@@ -58,13 +58,14 @@ ALIASES = {
     "torch.backends": "plast.backends",
     "torch.distributed": "plast.distributed",
     "torch.linalg": "plast.linalg",
+    "torch.profiler": "plast.profiler",
     "torch.random": "plast.random",
     "torch.serialization": "plast.serialization",
 }
 
 # torch submodules that scripts import at the top and use only on request (export, tracing, profiling, model
 # hubs): they import, and calling anything in them raises NotImplementedError naming it
-ON_REQUEST = ("torch.onnx", "torch.jit", "torch.profiler", "torch.hub")
+ON_REQUEST = ("torch.onnx", "torch.jit", "torch.hub")
 
 # plast's distributions, to name the missing one in an ImportError
 _DISTRIBUTIONS = {"plast.nn": "plast-nn", "plast.optim": "plast-nn", "plast.data": "plast-data"}
