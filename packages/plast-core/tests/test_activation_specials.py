@@ -152,3 +152,32 @@ def test_logit_value_and_gradient_everywhere_match_torch(eps):
     (yt * torch.arange(1, 12, dtype=torch.float32)).sum().backward()
     np.testing.assert_allclose(yp.detach().numpy(), yt.detach().numpy(), rtol=1e-5)
     np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_backward_is_one_pass_and_its_double_backward_matches_torch(rng, approximate):
+    """gelu's backward is grad * gelu'(x), one elementwise kernel (gelu_*_grad, fused with the multiply), not the
+    five to seven kernels autograd made of a mul/add/tanh composite; first and second derivatives equal torch's,
+    on a non-contiguous view."""
+    a = rng.standard_normal((6, 40)) * 3
+    g = rng.standard_normal((40, 6))
+    x = plast.tensor(a, dtype=plast.float64, requires_grad=True)
+    tx = torch.tensor(a, dtype=torch.float64, requires_grad=True)
+    y = plast.gelu(x.t(), approximate=approximate)
+    ty = TF.gelu(tx.t(), approximate=approximate)
+    (gx,) = plast.autograd.grad(y, x, plast.tensor(g, dtype=plast.float64), create_graph=True)
+    (tgx,) = torch.autograd.grad(ty, tx, torch.tensor(g, dtype=torch.float64), create_graph=True)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gx.detach().numpy(), tgx.detach().numpy(), rtol=1e-10, atol=1e-12)
+    (gx * gx).sum().backward()
+    (tgx * tgx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+    x32 = plast.tensor(a.astype(np.float32), requires_grad=True)
+    y32 = plast.gelu(x32, approximate=approximate)
+    y32.detach().numpy()
+    with plast.profiler.profile() as prof:
+        y32.backward(plast.ones_like(y32))
+        x32.grad.numpy()
+    keys = [e.key for e in prof.key_averages()]
+    assert len(keys) == 1 and f"gelu_{'tanh' if approximate == 'tanh' else 'erf'}_grad" in keys[0], keys

@@ -84,7 +84,7 @@ FAMILIES = {
                 for n in (
                     "exp log log1p sqrt rsqrt tanh sigmoid relu abs neg gelu_tanh gelu_erf silu erf square sign sin "
                     "cos floor ceil trunc round exp2 log2 log10 expm1 asin acos atan asinh acosh atanh erfc erfinv lgamma "
-                    "digamma trigamma i0 i1"
+                    "digamma trigamma i0 i1 gelu_tanh_grad gelu_erf_grad"
                 ).split()
             },
             "reciprocal": "PLAST_UN_RECIP",
@@ -210,7 +210,7 @@ def test_the_cpu_kernels_take_the_first_codes():
     from plast.kernels.cpu import _fast, _kernels
 
     assert codes.BINARY_CPU_COUNT == ENUMS["plast_binary"]["PLAST_BIN_POLYGAMMA"] + 1
-    assert codes.UNARY_CPU_COUNT == ENUMS["plast_unary"]["PLAST_UN_I1"] + 1
+    assert codes.UNARY_CPU_COUNT == ENUMS["plast_unary"]["PLAST_UN_GELU_ERF_GRAD"] + 1
     assert _kernels.BINARY_CODES == {
         n: c for n, c in codes.BINARY_CODES.items() if c < codes.BINARY_CPU_COUNT
     }

@@ -71,7 +71,7 @@ enum plast_binary {
 #define PLAST_BIN_COUNT (PLAST_BIN_POLYGAMMA + 1) /* the binary codes the CPU kernels take */
 
 /* unary math. The CPU kernels (csrc/unary.c) and the elementwise-chain bytecode take the first PLAST_UN_COUNT
- * (exp..i1, float32/float64; their ROUND rounds to a whole number, no `decimals`); CUDA (cu/elementwise.cu)
+ * (exp..gelu_erf_grad, float32/float64; their ROUND rounds to a whole number, no `decimals`); CUDA (cu/elementwise.cu)
  * takes them all. */
 enum plast_unary {
     PLAST_UN_EXP = 0,
@@ -114,9 +114,11 @@ enum plast_unary {
     PLAST_UN_TRIGAMMA = 37, /* polygamma(1, x): digamma's derivative */
     PLAST_UN_I0 = 38,       /* the modified Bessel function of order 0 */
     PLAST_UN_I1 = 39,       /* ... and of order 1: i0's derivative */
-    PLAST_UN_BITNOT = 40,
+    PLAST_UN_GELU_TANH_GRAD = 40, /* d/dx of gelu_tanh: its backward is one pass, grad * this */
+    PLAST_UN_GELU_ERF_GRAD = 41,  /* d/dx of gelu_erf */
+    PLAST_UN_BITNOT = 42,
 };
-#define PLAST_UN_COUNT (PLAST_UN_I1 + 1) /* the unary codes the CPU kernels take */
+#define PLAST_UN_COUNT (PLAST_UN_GELU_ERF_GRAD + 1) /* the unary codes the CPU kernels take */
 
 /* comparisons and logical binary ops, bool out (CUDA; the CPU compares through numpy) */
 enum plast_compare {

@@ -90,6 +90,8 @@ cdef extern from "codes.h":
         PLAST_UN_TRIGAMMA
         PLAST_UN_I0
         PLAST_UN_I1
+        PLAST_UN_GELU_TANH_GRAD
+        PLAST_UN_GELU_ERF_GRAD
         PLAST_UN_BITNOT
     const int PLAST_UN_COUNT
     enum plast_compare:

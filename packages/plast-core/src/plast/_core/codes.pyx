@@ -100,6 +100,8 @@ UNARY_CODES = {
     "trigamma": PLAST_UN_TRIGAMMA,
     "i0": PLAST_UN_I0,
     "i1": PLAST_UN_I1,
+    "gelu_tanh_grad": PLAST_UN_GELU_TANH_GRAD,
+    "gelu_erf_grad": PLAST_UN_GELU_ERF_GRAD,
     "bitwise_not": PLAST_UN_BITNOT,
 }
 UNARY_CPU_COUNT = PLAST_UN_COUNT

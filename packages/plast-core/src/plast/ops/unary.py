@@ -97,6 +97,44 @@ ERF = register(
 )
 
 
+# GELU: one pass forward (the tanh form or torch's exact erf form) and one pass backward, grad * gelu'(x), with
+# gelu' its own unary op (torch's gelu_backward formulas): as a composite of mul/add/tanh, autograd made five to
+# seven kernels over the activation for the backward alone. The derivatives' own backward (double backward) is
+# gelu'' composed of other ops.
+_B, _K = math.sqrt(2.0 / math.pi), 0.044715
+
+
+def _gelu_tanh_grad2(node, x, g):
+    # with u' = b (1 + 3 k x^2) and t = tanh(u): gelu'' = (1 - t^2) (u' - x t u'^2 + 3 b k x^2)
+    x2 = mul(x, x)
+    t = tanh(mul(add(x, mul(mul(x2, x), _K)), _B))
+    du = mul(add(mul(x2, 3 * _K), 1.0), _B)
+    inner = add(sub(du, mul(mul(x, t), mul(du, du))), mul(x2, 3 * _B * _K))
+    return mul(g, mul(sub(1.0, mul(t, t)), inner))
+
+
+def _gelu_erf_grad2(node, x, g):
+    # gelu'' = phi(x) (2 - x^2), phi the standard normal density
+    phi = mul(exp(mul(mul(x, x), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
+    return mul(g, mul(phi, sub(2.0, mul(x, x))))
+
+
+GELU_TANH_GRAD = register("gelu_tanh_grad", cpu=cpu.unary, chain="gelu_tanh_grad", backward=_bw(_gelu_tanh_grad2))
+GELU_ERF_GRAD = register("gelu_erf_grad", cpu=cpu.unary, chain="gelu_erf_grad", backward=_bw(_gelu_erf_grad2))
+GELU_TANH = register(
+    "gelu_tanh",
+    cpu=cpu.unary,
+    chain="gelu_tanh",
+    backward=_bw(lambda n, x, g: mul(g, _unary(GELU_TANH_GRAD, x))),
+)
+GELU_ERF = register(
+    "gelu_erf",
+    cpu=cpu.unary,
+    chain="gelu_erf",
+    backward=_bw(lambda n, x, g: mul(g, _unary(GELU_ERF_GRAD, x))),
+)
+
+
 def exp(x: TensorBase) -> TensorBase:
     return _unary(EXP, x)
 
@@ -157,14 +195,11 @@ def silu(x: TensorBase) -> TensorBase:
 
 def gelu(x: TensorBase, approximate: str = "none") -> TensorBase:
     """GELU with the exact erf form (default) or torch's tanh approximation (approximate="tanh")."""
-    if dtypes.is_16bit(x.dtype):  # a composite: in float32, rounded once (as torch), not after each row
-        return convert(gelu(convert(x, dtypes.float32), approximate), x.dtype)
-    if approximate == "tanh":
-        inner = mul(add(x, mul(mul(mul(x, x), x), 0.044715)), math.sqrt(2.0 / math.pi))
-        return mul(mul(x, 0.5), add(tanh(inner), 1.0))
-    if approximate != "none":
+    if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return mul(mul(x, 0.5), add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0))
+    if dtypes.is_16bit(x.dtype):  # in float32, rounded once (as torch)
+        return convert(gelu(convert(x, dtypes.float32), approximate), x.dtype)
+    return _unary(GELU_TANH if approximate == "tanh" else GELU_ERF, x)
 
 
 __all__ = [

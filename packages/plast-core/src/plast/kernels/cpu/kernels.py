@@ -72,6 +72,23 @@ def _erf(x):
     return np.vectorize(erf, otypes=[x.dtype])(x) if x.size else x.copy()
 
 
+def _gelu_np(approx, grad):
+    """GELU or its derivative in float64 numpy (the fallback for inputs the C kernel does not take, as an integer
+    tensor), the formulas of csrc/unary.c."""
+
+    def f(x):
+        v = np.asarray(x, dtype=np.float64)
+        if approx:
+            t = np.tanh(0.79788456080286535588 * (v + 0.044715 * v**3))
+            if grad:
+                return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * 0.79788456080286535588 * (1 + 3 * 0.044715 * v * v)
+            return 0.5 * v * (1 + t)
+        cdf = 0.5 * (1 + _erf(v * 0.70710678118654752440))
+        return cdf + v * np.exp(-0.5 * v * v) * 0.39894228040143267794 if grad else v * cdf
+
+    return f
+
+
 # Unary ops as numpy expressions writing into arena memory. NOTE: these are the correctness baseline; the
 # vectorized C versions (issue: "CPU kernels at hardware speed") replace them op by op.
 UNARY = {
@@ -87,14 +104,21 @@ UNARY = {
     "relu": lambda x: np.maximum(x, 0, dtype=x.dtype),
     "sigmoid": lambda x: (0.5 * (1 + np.tanh(0.5 * x))).astype(x.dtype, copy=False),
     "erf": _erf,
+    "gelu_tanh": _gelu_np(True, False),
+    "gelu_erf": _gelu_np(False, False),
+    "gelu_tanh_grad": _gelu_np(True, True),
+    "gelu_erf_grad": _gelu_np(False, True),
 }
 
 
 # ops with a vectorized C kernel (float32 and float64); the rest, and other dtypes, run the numpy versions
 _FAST_UNARY = {
     name: _fast.UNARY_CODES[name]
-    for name in ("exp", "log", "log1p", "sqrt", "tanh", "sigmoid", "relu", "abs", "sign", "erf", "sin", "cos")
-}
+    for name in (
+        "exp", "log", "log1p", "sqrt", "tanh", "sigmoid", "relu", "abs", "sign", "erf", "sin", "cos",
+        "gelu_tanh", "gelu_erf", "gelu_tanh_grad", "gelu_erf_grad",
+    )
+}  # fmt: skip
 
 
 def unary(node, inputs, outputs):

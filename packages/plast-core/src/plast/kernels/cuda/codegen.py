@@ -112,6 +112,18 @@ _UNARY_F32 = {
         "    return x < 0.0f ? 0.5f * x * erfcf(-x * k) : 0.5f * x * (1.0f + erff(x * k));",
         (),
     ),
+    # the GELU derivatives, torch's gelu_backward formulas (csrc/vmath_simd.h)
+    "gelu_tanh_grad": (
+        "const float x2 = x * x;\n"
+        "    const float t = tanhf(fmaf(x2 * x, 0.044715f, x) * 0.79788456080286536f);\n"
+        "    const float d = 0.79788456080286536f * fmaf(x2, 3.0f * 0.044715f, 1.0f) * fmaf(-t, t, 1.0f);\n"
+        "    return fmaf(0.5f * x, d, 0.5f * (1.0f + t));",
+        (),
+    ),
+    "gelu_erf_grad": (
+        "return fmaf(x, expf(x * x * -0.5f) * 0.39894228040143268f, 0.5f * (1.0f + erff(x * 0.70710678118654752f)));",
+        (),
+    ),
     "silu": ("return x * pl_sigmoid(x);", ("sigmoid",)),
     "erf": ("return erff(x);", ()),
     "reciprocal": ("return 1.0f / x;", ()),
@@ -152,6 +164,15 @@ _UNARY_F64 = {
     "gelu_erf": (
         "return x < 0 ? 0.5 * x * erfc(-x * 0.70710678118654752)\n"
         "             : 0.5 * x * (1.0 + erf(x * 0.70710678118654752));",
+        (),
+    ),
+    "gelu_tanh_grad": (
+        "const double t = tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x));\n"
+        "    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.79788456080286535588 * (1.0 + 3.0 * 0.044715 * x * x);",
+        (),
+    ),
+    "gelu_erf_grad": (
+        "return 0.5 * (1.0 + erf(x * 0.70710678118654752440)) + x * exp(-0.5 * x * x) * 0.39894228040143267794;",
         (),
     ),
     "silu": ("return x / (1.0 + exp(-x));", ()),

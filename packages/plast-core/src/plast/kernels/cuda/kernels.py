@@ -949,9 +949,9 @@ POINTWISE = {
 }  # fmt: skip
 POINTWISE.update({name: binary for name in BINARY_CODES})
 POINTWISE.update({name: compare for name in COMPARE_CODES})
-# opcodes of the .cu unary kernel that no op row has (plast composes neg, gelu, silu, reciprocal, rsqrt and square
-# from other ops): not in the op table's CUDA column
-_NO_ROW = {"neg", "gelu_erf", "gelu_tanh", "silu", "reciprocal", "rsqrt", "square"}
+# opcodes of the .cu unary kernel that no op row has (plast composes neg, silu, reciprocal, rsqrt and square from
+# other ops): not in the op table's CUDA column
+_NO_ROW = {"neg", "silu", "reciprocal", "rsqrt", "square"}
 POINTWISE.update({name: unary for name in UNARY_CODES if name not in _NO_ROW})
 POINTWISE.update({name: predicate for name in PREDICATE_CODES})
 

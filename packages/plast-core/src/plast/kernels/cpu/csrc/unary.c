@@ -47,7 +47,7 @@ static void unary_scalar_f32(int op, const float *x, float *y, ptrdiff_t n) {
 }
 
 void plast_unary_contig_f32(int simd, int op, const float *x, float *y, ptrdiff_t n) {
-    if (op >= PLAST_UN_ASIN) {
+    if (op >= PLAST_UN_ASIN && op <= PLAST_UN_I1) {
         unary_scalar_f32(op, x, y, n);
         return;
     }
@@ -55,6 +55,17 @@ void plast_unary_contig_f32(int simd, int op, const float *x, float *y, ptrdiff_
 }
 
 static double sgn(double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : v; }
+
+/* the GELU derivatives, torch's formulas (vmath_simd.h has the float32 forms) */
+static double gelu_tanh_grad(double x) {
+    const double b = 0.79788456080286535588, k = 0.044715;
+    double t = tanh(b * (x + k * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * b * (1.0 + 3.0 * k * x * x);
+}
+
+static double gelu_erf_grad(double x) {
+    return 0.5 * (1.0 + erf(x * 0.70710678118654752440)) + x * exp(-0.5 * x * x) * 0.39894228040143267794;
+}
 
 #define F64_LOOP(EXPR)                                                                                                 \
     for (ptrdiff_t i = 0; i < n; i++) {                                                                                \
@@ -106,6 +117,8 @@ void plast_unary_contig_f64(int op, const double *x, double *y, ptrdiff_t n) {
     case PLAST_UN_TRIGAMMA: F64_LOOP(plast_trigamma(v)) break;
     case PLAST_UN_I0: F64_LOOP(plast_bessel_i(0, v)) break;
     case PLAST_UN_I1: F64_LOOP(plast_bessel_i(1, v)) break;
+    case PLAST_UN_GELU_TANH_GRAD: F64_LOOP(gelu_tanh_grad(v)) break;
+    case PLAST_UN_GELU_ERF_GRAD: F64_LOOP(gelu_erf_grad(v)) break;
     }
 }
 

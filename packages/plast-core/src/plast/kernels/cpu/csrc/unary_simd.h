@@ -27,6 +27,8 @@ VTARGET static void VN(unary_f32)(int op, const float *x, float *y, ptrdiff_t n)
     case PLAST_UN_NEG: UN_LOOP(vneg(v)) break;
     case PLAST_UN_GELU_TANH: UN_LOOP(VN(v_gelu_tanh)(v)) break;
     case PLAST_UN_GELU_ERF: UN_LOOP(VN(v_gelu_erf)(v)) break;
+    case PLAST_UN_GELU_TANH_GRAD: UN_LOOP(VN(v_gelu_tanh_grad)(v)) break;
+    case PLAST_UN_GELU_ERF_GRAD: UN_LOOP(VN(v_gelu_erf_grad)(v)) break;
     case PLAST_UN_SILU: UN_LOOP(VN(v_silu)(v)) break;
     case PLAST_UN_ERF: UN_LOOP(VN(v_erf)(v)) break;
     case PLAST_UN_RECIP: UN_LOOP(vdiv(vset1(1.0f), v)) break;

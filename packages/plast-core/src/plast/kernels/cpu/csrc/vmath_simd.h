@@ -214,7 +214,8 @@ VTARGET static inline vf VN(v_gelu_erf)(vf x) {
     vf x2 = vmul(xc, xc);
     vf x2lo = vfms_exact(xc, xc, x2);
     vf ec = VN(v_erfc_tail)(at, vmul(x2, vset1(0.5f)), vmul(x2lo, vset1(0.5f)));
-    vf r = vsel(vlt(t, vset1(0.0f)), vmul(hx, ec), vfnma(hx, ec, x));
+    /* the positive side multiplies ec by the clamped x / 2: at x = +inf, ec is 0 and hx * ec would be nan */
+    vf r = vsel(vlt(t, vset1(0.0f)), vmul(hx, ec), vfnma(vmul(xc, vset1(0.5f)), ec, x));
     r = vsel(visnan(x), x, r);
     return vsel(vmand(vgt(t, vset1(-0.5f)), vlt(t, vset1(1.0f))), small, r);
 }
@@ -224,6 +225,25 @@ VTARGET static inline vf VN(v_gelu_tanh)(vf x) {
     vf x3 = vmul(vmul(x, x), x);
     vf u = vmul(vfma(x3, vset1(0.044715f), x), vset1(0.79788456080286536f));
     return vmul(x, VN(v_sigmoid)(vadd(u, u)));
+}
+
+/* gelu_tanh's derivative, torch's formula (its gelu_backward, approximate="tanh"): with u = b (x + k x^3) and
+ * t = tanh(u), 0.5 (1 + t) + 0.5 x (1 - t^2) b (1 + 3 k x^2), b = sqrt(2/pi), k = 0.044715. */
+VTARGET static inline vf VN(v_gelu_tanh_grad)(vf x) {
+    vf x2 = vmul(x, x);
+    vf t = VN(v_tanh)(vmul(vfma(vmul(x2, x), vset1(0.044715f), x), vset1(0.79788456080286536f)));
+    vf left_d = vmul(vset1(0.5f), vadd(vset1(1.0f), t));
+    vf inner_d = vmul(vset1(0.79788456080286536f), vfma(x2, vset1(3.0f * 0.044715f), vset1(1.0f)));
+    vf right_d = vmul(vfnma(t, t, vset1(1.0f)), inner_d);
+    return vfma(vmul(vset1(0.5f), x), right_d, left_d);
+}
+
+/* gelu_erf's derivative, torch's formula: Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt2)) + x exp(-x^2 / 2) /
+ * sqrt(2 pi). */
+VTARGET static inline vf VN(v_gelu_erf_grad)(vf x) {
+    vf cdf = vmul(vset1(0.5f), vadd(vset1(1.0f), VN(v_erf)(vmul(x, vset1(0.70710678118654752f)))));
+    vf pdf = vmul(VN(v_exp)(vmul(vmul(x, x), vset1(-0.5f))), vset1(0.39894228040143268f));
+    return vfma(x, pdf, cdf);
 }
 
 /* sin(x) (cosine = 0) or cos(x) (cosine = 1) for |x| <= 8192: j = the even integer nearest |x| / (pi/4), which

@@ -200,6 +200,14 @@ template <typename T> __device__ __forceinline__ T float_unary(int op, T x, int 
         const T k = T(0.79788456080286535588); // sqrt(2 / pi)
         return T(0.5) * x * (T(1) + tanh(k * (x + T(0.044715) * x * x * x)));
     }
+    case PLAST_UN_GELU_TANH_GRAD: { // torch's gelu_backward formulas (csrc/unary.c)
+        const T b = T(0.79788456080286535588), k = T(0.044715);
+        const T t = tanh(b * (x + k * x * x * x));
+        return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * b * (T(1) + T(3) * k * x * x);
+    }
+    case PLAST_UN_GELU_ERF_GRAD:
+        return T(0.5) * (T(1) + erf(x * T(0.70710678118654752440))) +
+               x * exp(T(-0.5) * x * x) * T(0.39894228040143267794);
     case PLAST_UN_SILU: return x / (T(1) + exp(-x));
     case PLAST_UN_RECIP: return T(1) / x;
     case PLAST_UN_RSQRT: return T(1) / sqrt(x);
