@@ -347,6 +347,17 @@ def _segments():
         for _ in range(2):
             plast.rmsprop_update_(ps, gs, sqs, rsteps, hr, momentum_buffers=mbufs, grad_avgs=gavgs)
             plast.rmsprop_update_(ps, gs, sqs, rsteps, hr, maximize=True)
+        s1, s2 = [plast.zeros(5, 3), plast.zeros(7)], [plast.zeros(5, 3), plast.zeros(7)]
+        st = [plast.zeros((), dtype=plast.float64) for _ in ps]
+        mus = [plast.ones(()), plast.ones((), dtype=plast.float64)]
+        for _ in range(2):
+            plast.adadelta_update_(
+                ps, gs, s1, s2, st, plast.tensor([1.0, 0.9, 1e-6, 0.01], dtype=plast.float64)
+            )
+            plast.adagrad_update_(ps, gs, s1, st, plast.tensor([0.01, 0.01, 0.0, 1e-10], dtype=plast.float64))
+            plast.adamax_update_(ps, gs, s1, s2, st, h, maximize=True)
+            hn = plast.tensor([2e-3, 0.9, 0.999, 1e-8, 0.01, 4e-3], dtype=plast.float64)
+            plast.nadam_update_(ps, gs, s1, s2, st, mus, hn, decoupled_weight_decay=True)
         return ps
 
     def extra():

@@ -129,7 +129,13 @@ FAMILIES = {
         codes.LOSS_KIND_CODES,
         {n: f"PLAST_LOSS_{n.upper()}" for n in ("index", "prob", "nll")},
     ),
-    "plast_optim": (codes.OPTIM_CODES, {n: f"PLAST_OPT_{n.upper()}" for n in ("sgd", "adam", "rmsprop")}),
+    "plast_optim": (
+        codes.OPTIM_CODES,
+        {
+            n: f"PLAST_OPT_{n.upper()}"
+            for n in ("sgd", "adam", "rmsprop", "adadelta", "adagrad", "adamax", "nadam")
+        },
+    ),
     "plast_loss_bwd_mode": (
         codes.LOSS_BWD_MODES,
         {"grad": "PLAST_LOSS_BWD_GRAD", "coeffs": "PLAST_LOSS_BWD_COEFFS"},

@@ -341,6 +341,52 @@ def test_rmsprop_update_matches_cpu(dt, has_mom, centered, maximize, hyper):
     assert [float(s) for s in got[4]] == [3.0] * len(shapes)
 
 
+ADAPTIVE = [
+    ("adadelta", False, False, [1.0, 0.9, 1e-6, 0.1]),
+    ("adagrad", True, False, [0.05, 0.01, 0.1, 1e-10]),
+    ("adamax", False, False, [0.01, 0.3, 0.9, 1e-8, 0.1]),
+    ("nadam", True, False, [0.01, 0.9, 0.999, 1e-8, 0.1, 4e-3]),
+    ("nadam", False, True, [0.01, 0.3, 0.9, 1e-8, 0.1, 0.1]),
+]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("kind,maximize,decoupled,hyper", ADAPTIVE)
+def test_adaptive_updates_match_cpu(dt, kind, maximize, decoupled, hyper):
+    """adadelta_update_, adagrad_update_, adamax_update_, nadam_update_ on the device against the CPU."""
+    import plast
+
+    rng = np.random.default_rng(11)
+    shapes = [(40000,), (0,), (3, 5), ()]  # several chunks, an empty parameter, a matrix, a scalar
+    init = [[np.asarray(rng.standard_normal(s), dtype=dt) for s in shapes] for _ in range(4)]
+    init[2] = [np.asarray(np.abs(a), dtype=dt) for a in init[2]]  # accumulators are non-negative
+    init[3] = [np.asarray(np.abs(a), dtype=dt) for a in init[3]]
+
+    def run(device):
+        p, g, s1, s2 = ([plast.tensor(a, device=device) for a in arrs] for arrs in init)
+        steps = [plast.zeros((), dtype=plast.float64, device=device) for _ in shapes]
+        mus = [plast.ones((), device=device) for _ in shapes]
+        h = plast.tensor(hyper, dtype=plast.float64, device=device)
+        for _ in range(3):
+            if kind == "adadelta":
+                plast.adadelta_update_(p, g, s1, s2, steps, h, maximize=maximize)
+            elif kind == "adagrad":
+                plast.adagrad_update_(p, g, s1, steps, h, maximize=maximize)
+            elif kind == "adamax":
+                plast.adamax_update_(p, g, s1, s2, steps, h, maximize=maximize)
+            else:
+                plast.nadam_update_(
+                    p, g, s1, s2, steps, mus, h, decoupled_weight_decay=decoupled, maximize=maximize
+                )
+        return [[t.cpu().numpy() for t in ts] for ts in (p, s1, s2, steps, mus)]
+
+    got, want = run("cuda"), run("cpu")
+    for name, gs, ws in zip(("param", "state0", "state1", "step", "mu_product"), got, want):
+        for a, b in zip(gs, ws):
+            np.testing.assert_allclose(a, b, err_msg=name, **TOL[dt])
+    assert [float(s) for s in got[3]] == [3.0] * len(shapes)
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_binary_cross_entropy_matches_torch(dt):
     import torch

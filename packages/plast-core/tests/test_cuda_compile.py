@@ -465,7 +465,152 @@ def _rmsprop_element_update(plast, rmsprop_shim, rng, dt, case):
     assert step.item() == 3.0
 
 
-@pytest.mark.parametrize("opt", ["rmsprop", "adam"])
+# ---- Adadelta, Adagrad, Adamax, NAdam: optim_adaptive.cuh compiled for the host against the CPU backend ------
+
+ADAPTIVE_SHIM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "optim_adaptive.cuh"
+
+template <typename T> static int run(char **argv) {
+    const char *kind = argv[2];
+    long n = atol(argv[3]), steps = atol(argv[4]);
+    int maximize = atoi(argv[5]), decoupled = atoi(argv[6]), mu_f64 = atoi(argv[7]);
+    double hyper[6];
+    for (int j = 0; j < 6; j++) hyper[j] = strtod(argv[8 + j], 0);
+    T *a = (T *)calloc(4 * (size_t)n + 1, sizeof(T)); /* p, g, s1, s2 */
+    if (fread(a, sizeof(T), 4 * (size_t)n, stdin) != 4 * (size_t)n) return 2;
+    T *p = a, *g = a + n, *s1 = a + 2 * n, *s2 = a + 3 * n;
+    double mu_d = 1.0;
+    float mu_f = 1.0f;
+    for (long s = 1; s <= steps; s++) {
+        const double step = (double)s;
+        if (!strcmp(kind, "adadelta")) {
+            const AdadeltaCoef<T> k = plast_adadelta_coef<T>(hyper, maximize);
+            for (long i = 0; i < n; i++) plast_adadelta_elem<T>(k, g[i], p + i, s1 + i, s2 + i);
+        } else if (!strcmp(kind, "adagrad")) {
+            const AdagradCoef<T> k = plast_adagrad_coef<T>(hyper, step, maximize);
+            for (long i = 0; i < n; i++) plast_adagrad_elem<T>(k, g[i], p + i, s1 + i);
+        } else if (!strcmp(kind, "adamax")) {
+            const AdamaxCoef<T> k = plast_adamax_coef<T>(hyper, step, maximize);
+            for (long i = 0; i < n; i++) plast_adamax_elem<T>(k, g[i], p + i, s1 + i, s2 + i);
+        } else {
+            const double mu = plast_nadam_mu(hyper, step); /* what optim.cu's nadam_mu does */
+            if (mu_f64) mu_d = opt_mul(mu_d, mu);
+            else mu_f = opt_mul(mu_f, (float)mu);
+            const NadamCoef<T> k = plast_nadam_coef<T>(hyper, step, mu_f64 ? mu_d : (double)mu_f, decoupled, maximize);
+            for (long i = 0; i < n; i++) plast_nadam_elem<T>(k, g[i], p + i, s1 + i, s2 + i);
+        }
+    }
+    fwrite(a, sizeof(T), 4 * (size_t)n, stdout);
+    printf("%.17g", mu_f64 ? mu_d : (double)mu_f);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 14) return 3;
+    return atoi(argv[1]) ? run<double>(argv) : run<float>(argv);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def adaptive_shim(tmp_path_factory):
+    if CXX is None:
+        pytest.skip("no host C++ compiler (g++)")
+    d = tmp_path_factory.mktemp("adaptive")
+    (d / "shim.cpp").write_text(ADAPTIVE_SHIM)
+    exe = d / "shim"
+    # -ffp-contract=off: only the header's explicit fma calls fuse, as the *_rn intrinsics do on the device
+    cmd = [CXX, "-O2", "-ffp-contract=off", "-I", str(loader.KERNEL_DIR), str(d / "shim.cpp"), "-o", str(exe)]
+    subprocess.run([*cmd, "-lm"], check=True)
+
+    def run(kind, arrays, steps, maximize, decoupled, mu_f64, hyper):
+        dt = arrays[0].dtype
+        data = np.concatenate([a.reshape(-1) for a in arrays]).astype(dt)
+        args = [str(exe), str(int(dt == np.float64)), kind, str(arrays[0].size), str(steps)]
+        args += [str(int(maximize)), str(int(decoupled)), str(int(mu_f64))]
+        args += [float(h).hex() for h in (list(hyper) + [0.0] * 6)[:6]]
+        res = subprocess.run(args, input=data.tobytes(), capture_output=True, check=True)
+        nbytes = 4 * arrays[0].size * dt.itemsize
+        return np.frombuffer(res.stdout[:nbytes], dtype=dt).reshape(4, -1), float(res.stdout[nbytes:])
+
+    return run
+
+
+ADAPTIVE_CASES = {
+    "adadelta": (False, False, [0.7, 0.9, 1e-6, 0.0]),
+    "adadelta-wd-maximize": (True, False, [1.0, 0.3, 1e-3, 0.1]),
+    "adagrad": (False, False, [0.05, 0.0, 0.0, 1e-10]),
+    "adagrad-decay-wd-maximize": (True, False, [0.05, 0.05, 0.1, 1e-6]),
+    "adamax": (False, False, [0.01, 0.9, 0.999, 1e-8, 0.0]),
+    "adamax-other-lerp-wd-maximize": (True, False, [0.01, 0.3, 0.9, 1e-3, 0.1]),
+    "nadam": (False, False, [0.01, 0.9, 0.999, 1e-8, 0.0, 4e-3]),
+    "nadam-wd-maximize": (True, False, [0.01, 0.9, 0.999, 1e-8, 0.1, 0.02]),
+    "nadam-decoupled-other-lerp": (False, True, [0.01, 0.3, 0.9, 1e-6, 0.1, 0.1]),
+}
+
+
+@pytest.mark.parametrize("mu_f64", [False, True])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("case", sorted(ADAPTIVE_CASES))
+def test_adaptive_element_updates_match_cpu(adaptive_shim, rng, dt, case, mu_f64):
+    import plast
+    from plast.kernels.cpu import _runtime
+
+    kind = case.split("-")[0]
+    if mu_f64 and kind != "nadam":
+        pytest.skip("only NAdam has a mu_product")
+    # the header copies the rounding of the CPU kernel's FMA paths (AVX2, AVX-512), which are torch's
+    best = [s for s in ("avx512", "avx2") if s in _runtime.simd_available()]
+    if not best:
+        pytest.skip("this CPU has no FMA path to compare with bit for bit")
+    maximize, decoupled, hyper = ADAPTIVE_CASES[case]
+    n = 1037  # not a multiple of any vector width: the CPU's masked tail is compared too
+    p, g = rng.standard_normal(n).astype(dt), rng.standard_normal(n).astype(dt)
+    s1 = (rng.random(n) * (2 if kind == "adagrad" else 0.5)).astype(dt)
+    s2 = (rng.random(n) * 0.5).astype(dt)
+    got, got_mu = adaptive_shim(kind, [p, g, s1, s2], 3, maximize, decoupled, mu_f64, hyper)
+    old = _runtime.get_simd()
+    _runtime.set_simd(best[0])
+    try:
+        tp, tg, t1, t2 = (plast.tensor(a) for a in (p, g, s1, s2))
+        step = plast.zeros((), dtype=plast.float64)
+        mu = plast.ones((), dtype=plast.float64 if mu_f64 else plast.float32)
+        h = plast.tensor(hyper, dtype=plast.float64)
+        for _ in range(3):
+            if kind == "adadelta":
+                plast.adadelta_update_([tp], [tg], [t1], [t2], [step], h, maximize=maximize)
+            elif kind == "adagrad":
+                plast.adagrad_update_([tp], [tg], [t1], [step], h, maximize=maximize)
+            elif kind == "adamax":
+                plast.adamax_update_([tp], [tg], [t1], [t2], [step], h, maximize=maximize)
+            else:
+                plast.nadam_update_(
+                    [tp],
+                    [tg],
+                    [t1],
+                    [t2],
+                    [step],
+                    [mu],
+                    h,
+                    decoupled_weight_decay=decoupled,
+                    maximize=maximize,
+                )
+    finally:
+        _runtime.set_simd(old)
+    # contiguous tensors of one dtype take the CPU's C kernel (csrc/optim.c): bit for bit
+    for name, a, b in zip(
+        ("param", "grad", "state0", "state1"), got, [tp.numpy(), g, t1.numpy(), t2.numpy()]
+    ):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert step.item() == 3.0
+    if kind == "nadam":
+        assert got_mu == mu.item()
+
+
+@pytest.mark.parametrize("opt", ["rmsprop", "adam", "nadam"])
 def test_fused_updates_count_each_step_once(opt):
     """Empty parameters have no chunk, yet count a step as on the CPU: once by the table's opt_step_incr when
     their dtype has a table, once by a launch of their own when it doesn't (here float64)."""
@@ -478,6 +623,9 @@ def test_fused_updates_count_each_step_once(opt):
         if opt == "rmsprop":
             h = plast.tensor([1e-2, 0.99, 1e-8, 0.0, 0.0], dtype=plast.float64)
             plast.rmsprop_update_(ps, ps, state[0], steps, h)
+        elif opt == "nadam":
+            h = plast.tensor([1e-2, 0.9, 0.999, 1e-8, 0.0, 4e-3], dtype=plast.float64)
+            plast.nadam_update_(ps, ps, state[0], state[1], steps, [plast.ones(()) for _ in ps], h)
         else:
             h = plast.tensor([1e-2, 0.9, 0.999, 1e-8, 0.0], dtype=plast.float64)
             plast.adam_update_(ps, ps, state[0], state[1], steps, h)
@@ -489,6 +637,8 @@ def test_fused_updates_count_each_step_once(opt):
     kernels = [r.kernel for r in records]
     assert kernels.count("opt_step_incr") == 2 and kernels.count(f"{opt}_f32") == 1, kernels
     assert f"{opt}_f64" not in kernels
+    if opt == "nadam":  # the mu_product of an empty parameter is still multiplied, as on the CPU
+        assert kernels.count("nadam_mu") == 2
 
 
 # ---- device arena bookkeeping ------------------------------------------------------------------------------

@@ -176,6 +176,10 @@ from .ops.nn import (
 )
 from .ops.nn_conv import avg_pool2d, conv2d, max_pool2d
 from .ops.optim import adam_update_, sgd_update_
+from .ops.optim_adadelta import adadelta_update_
+from .ops.optim_adagrad import adagrad_update_
+from .ops.optim_adamax import adamax_update_
+from .ops.optim_nadam import nadam_update_
 from .ops.optim_rmsprop import rmsprop_update_
 from .ops.pointwise import (
     addcdiv,

@@ -199,13 +199,17 @@ enum plast_optim {
     PLAST_OPT_SGD = 0,
     PLAST_OPT_ADAM = 1, /* Adam and AdamW (PLAST_OPT_DECOUPLED) */
     PLAST_OPT_RMSPROP = 2,
+    PLAST_OPT_ADADELTA = 3,
+    PLAST_OPT_ADAGRAD = 4,
+    PLAST_OPT_ADAMAX = 5,
+    PLAST_OPT_NADAM = 6, /* NAdam, with AdamW's decay under PLAST_OPT_DECOUPLED */
 };
 enum plast_optim_flag {
     PLAST_OPT_MAXIMIZE = 1,
     PLAST_OPT_NESTEROV = 2,   /* SGD */
     PLAST_OPT_MOMENTUM = 4,   /* SGD, RMSprop: momentum buffers are present */
     PLAST_OPT_AMSGRAD = 8,    /* Adam */
-    PLAST_OPT_DECOUPLED = 16, /* Adam: AdamW's decay */
+    PLAST_OPT_DECOUPLED = 16, /* Adam, NAdam: AdamW's decay */
     PLAST_OPT_CENTERED = 32,  /* RMSprop */
 };
 

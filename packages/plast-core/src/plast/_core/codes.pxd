@@ -144,6 +144,10 @@ cdef extern from "codes.h":
         PLAST_OPT_SGD
         PLAST_OPT_ADAM
         PLAST_OPT_RMSPROP
+        PLAST_OPT_ADADELTA
+        PLAST_OPT_ADAGRAD
+        PLAST_OPT_ADAMAX
+        PLAST_OPT_NADAM
     enum plast_error:
         PLAST_OK
         PLAST_ERR_INDEX

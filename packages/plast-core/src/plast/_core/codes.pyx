@@ -157,7 +157,15 @@ CONV_MODES = {
     "grad_input": PLAST_CONV_GRAD_INPUT,
     "grad_weight": PLAST_CONV_GRAD_WEIGHT,
 }
-OPTIM_CODES = {"sgd": PLAST_OPT_SGD, "adam": PLAST_OPT_ADAM, "rmsprop": PLAST_OPT_RMSPROP}
+OPTIM_CODES = {
+    "sgd": PLAST_OPT_SGD,
+    "adam": PLAST_OPT_ADAM,
+    "rmsprop": PLAST_OPT_RMSPROP,
+    "adadelta": PLAST_OPT_ADADELTA,
+    "adagrad": PLAST_OPT_ADAGRAD,
+    "adamax": PLAST_OPT_ADAMAX,
+    "nadam": PLAST_OPT_NADAM,
+}
 # what a CUDA kernel's error flag reports (kernels/cuda/abi.py's flagged_error), and multinomial's detail
 ERROR_CODES = {"ok": PLAST_OK, "index": PLAST_ERR_INDEX, "zero_div": PLAST_ERR_ZERO_DIV, "value": PLAST_ERR_VALUE}
 MULTINOMIAL_ERROR_CODES = {"bad_weight": PLAST_MN_BAD_WEIGHT, "no_positive": PLAST_MN_NO_POSITIVE}

@@ -166,7 +166,8 @@ cdef class UpdateReplay:
 
     Built from the steps of an UpdateCapture tape (fused updates whose inputs hold their parameters at ``[h, h + n)`` and
     those parameters' ``.grad`` at ``[h + n, h + 2n)``, n and h being ``args[0]`` and ``args[1]``, as
-    ``sgd_update_``, ``adam_update_`` and ``rmsprop_update_`` lay them out) and what they depend on:
+    every fused update op lays them out: ``sgd_update_``, ``adam_update_``, ``rmsprop_update_``,
+    ``adadelta_update_``, ``adagrad_update_``, ``adamax_update_``, ``nadam_update_``) and what they depend on:
 
     - `sequences`: ``(list, items)`` pairs: each list must still hold exactly those objects (param_groups,
       every group's params);

@@ -1,32 +1,14 @@
-"""What the optimizers written in plast tensor ops share (Adadelta, Adagrad, Adamax, NAdam, RAdam): argument
-checks, and step-dependent scalars computed as 0-d float64 tensors from the group's hyperparameter tensor and
-the parameter's ``step`` tensor, so an update traced by ``@plast.jit`` reads them at run time instead of baking
-them in as constants (DESIGN §2.5).
+"""What an optimizer written in plast tensor ops needs (RAdam): step-dependent scalars computed as 0-d float64
+tensors from the group's hyperparameter tensor and the parameter's ``step`` tensor, so an update traced by
+``@plast.jit`` reads them at run time instead of baking them in as constants (DESIGN §2.5).
 
-NOTE: these rules run one elementwise chain per parameter; core's fused multi-tensor update ops (as
-``adam_update_``) do not exist for them yet.
+NOTE: RAdam is the one optimizer left on these helpers: it runs one elementwise chain of tensor ops per parameter,
+where every other rule calls a fused multi-tensor core op (``adam_update_``, ``adadelta_update_``,
+``adagrad_update_``, ``adamax_update_``, ``nadam_update_``, ...). A fused ``radam_update_`` would follow the same
+template; until one exists RAdam stays correct but slower.
 """
 
 import plast
-
-
-def check_nonnegative(**values):
-    """Raise torch's ValueError for the first negative value: ``Invalid <name>: <value>``."""
-    for name, v in values.items():
-        if not 0.0 <= v:
-            raise ValueError(f"Invalid {name.replace('_', ' ')}: {v}")
-
-
-def check_betas(betas):
-    if not 0.0 <= betas[0] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-    if not 0.0 <= betas[1] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-
-
-def reject_differentiable(name, differentiable):
-    if differentiable:
-        raise NotImplementedError(f"{name}(differentiable=True) is not supported by plast")
 
 
 def new_step(p):

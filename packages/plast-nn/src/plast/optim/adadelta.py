@@ -1,15 +1,9 @@
-"""Adadelta (torch.optim.Adadelta), in plast tensor ops."""
+"""Adadelta: torch.optim.Adadelta's rule, one fused update over all parameters (plast-core's
+``adadelta_update_``)."""
 
 import plast
 
-from ._tensor_rule import (
-    check_nonnegative,
-    hyper_scalars,
-    new_step,
-    params_with_grad,
-    reject_differentiable,
-    signed_grad,
-)
+from ._checks import check_nonnegative, reject_differentiable
 from .optimizer import Optimizer
 
 
@@ -58,19 +52,26 @@ class Adadelta(Optimizer):
         super().__init__(params, defaults)
 
     def _update(self):
+        calls = {}
         for group in self.param_groups:
-            h = hyper_scalars(self, group)
-            rho, eps = h["rho"], h["eps"]
-            for p in params_with_grad(group):
+            hyper = self._hyper(group)
+            # one fused call per device: groups on different devices never share an update
+            key = (bool(group["maximize"]), hyper.device)
+            params, grads, sqs, accs, steps, hypers = calls.setdefault(key, ([], [], [], [], [], []))
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
                 state = self.state[p]
                 if len(state) == 0:
-                    state["step"] = new_step(p)
+                    state["step"] = plast.zeros((), dtype=plast.float64, device=p.device)
                     state["square_avg"] = plast.zeros_like(p)
                     state["acc_delta"] = plast.zeros_like(p)
-                sq, acc = state["square_avg"], state["acc_delta"]
-                state["step"].add_(1)
-                g = signed_grad(p, group, h)
-                sq.copy_(sq * rho + g * g * (1 - rho))
-                delta = plast.sqrt(acc + eps) / plast.sqrt(sq + eps) * g
-                acc.copy_(acc * rho + delta * delta * (1 - rho))
-                p.sub_(delta * h["lr"])
+                params.append(p)
+                grads.append(p.grad)
+                sqs.append(state["square_avg"])
+                accs.append(state["acc_delta"])
+                steps.append(state["step"])
+                hypers.append(hyper)
+        for (maximize, _), (params, grads, sqs, accs, steps, hypers) in calls.items():
+            if params:
+                plast.adadelta_update_(params, grads, sqs, accs, steps, hypers, maximize=maximize)

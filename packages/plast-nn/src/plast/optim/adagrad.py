@@ -1,14 +1,9 @@
-"""Adagrad (torch.optim.Adagrad), in plast tensor ops."""
+"""Adagrad: torch.optim.Adagrad's rule (lr_decay, initial_accumulator_value), one fused update over all
+parameters (plast-core's ``adagrad_update_``)."""
 
 import plast
 
-from ._tensor_rule import (
-    check_nonnegative,
-    hyper_scalars,
-    params_with_grad,
-    reject_differentiable,
-    signed_grad,
-)
+from ._checks import check_nonnegative, reject_differentiable
 from .optimizer import Optimizer
 
 
@@ -47,9 +42,12 @@ class Adagrad(Optimizer):
             initial_accumulator_value=initial_accumulator_value,
             epsilon_value=eps,
         )
+        # fused=True: plast's update is always one fused kernel, so it is accepted; torch's own checks apply
+        if fused and differentiable:
+            raise RuntimeError("`fused` does not support `differentiable`")
+        if fused and foreach:
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
         reject_differentiable("Adagrad", differentiable)
-        if fused:
-            raise NotImplementedError("Adagrad(fused=True) is not supported by plast yet (no fused core op)")
         defaults = dict(
             lr=lr,
             lr_decay=lr_decay,
@@ -64,34 +62,34 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
-                self._init_state(p, group)
+                self._init_state(p)
 
-    def _init_state(self, p, group):
+    def _init_state(self, p):
         state = self.state[p]
         if len(state) == 0:
             state["step"] = plast.zeros((), dtype=plast.float64, device=p.device)
-            state["sum"] = plast.full_like(p, float(group["initial_accumulator_value"]))
-
-    def add_param_group(self, param_group):
-        super().add_param_group(param_group)
-        if hasattr(self, "state"):
-            group = self.param_groups[-1]
-            for p in group["params"]:
-                self._init_state(p, group)
+            state["sum"] = plast.full_like(p, float(self.defaults["initial_accumulator_value"]))
 
     def share_memory(self):
         """Accepted for torch compatibility: plast's state lives in one process's memory; nothing to share."""
 
     def _update(self):
+        calls = {}
         for group in self.param_groups:
-            h = hyper_scalars(self, group)
-            for p in params_with_grad(group):
-                self._init_state(p, group)
+            hyper = self._hyper(group)
+            # one fused call per device: groups on different devices never share an update
+            key = (bool(group["maximize"]), hyper.device)
+            params, grads, sums, steps, hypers = calls.setdefault(key, ([], [], [], [], []))
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                self._init_state(p)
                 state = self.state[p]
-                step = state["step"]
-                step.add_(1)
-                g = signed_grad(p, group, h)
-                clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
-                s = state["sum"]
-                s.copy_(s + g * g)
-                p.sub_(g / (plast.sqrt(s) + h["eps"]) * clr)
+                params.append(p)
+                grads.append(p.grad)
+                sums.append(state["sum"])
+                steps.append(state["step"])
+                hypers.append(hyper)
+        for (maximize, _), (params, grads, sums, steps, hypers) in calls.items():
+            if params:
+                plast.adagrad_update_(params, grads, sums, steps, hypers, maximize=maximize)

@@ -1,16 +1,8 @@
-"""Adamax (torch.optim.Adamax), in plast tensor ops."""
+"""Adamax: torch.optim.Adamax's rule, one fused update over all parameters (plast-core's ``adamax_update_``)."""
 
 import plast
 
-from ._tensor_rule import (
-    check_betas,
-    check_nonnegative,
-    hyper_scalars,
-    new_step,
-    params_with_grad,
-    reject_differentiable,
-    signed_grad,
-)
+from ._checks import check_betas, check_nonnegative, reject_differentiable
 from .optimizer import Optimizer
 
 
@@ -57,19 +49,26 @@ class Adamax(Optimizer):
         super().__init__(params, defaults)
 
     def _update(self):
+        calls = {}
         for group in self.param_groups:
-            h = hyper_scalars(self, group)
-            b1, b2 = h["beta1"], h["beta2"]
-            for p in params_with_grad(group):
+            hyper = self._hyper(group)
+            # one fused call per device: groups on different devices never share an update
+            key = (bool(group["maximize"]), hyper.device)
+            params, grads, exp_avgs, exp_infs, steps, hypers = calls.setdefault(key, ([], [], [], [], [], []))
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
                 state = self.state[p]
                 if len(state) == 0:
-                    state["step"] = new_step(p)
+                    state["step"] = plast.zeros((), dtype=plast.float64, device=p.device)
                     state["exp_avg"] = plast.zeros_like(p)
                     state["exp_inf"] = plast.zeros_like(p)
-                step, m, u = state["step"], state["exp_avg"], state["exp_inf"]
-                step.add_(1)
-                g = signed_grad(p, group, h)
-                m.copy_(m + (g - m) * (1 - b1))
-                u.copy_(plast.maximum(u * b2, g.abs() + h["eps"]))
-                clr = h["lr"] / (1 - plast.pow(b1, step))
-                p.sub_(m / u * clr)
+                params.append(p)
+                grads.append(p.grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_infs.append(state["exp_inf"])
+                steps.append(state["step"])
+                hypers.append(hyper)
+        for (maximize, _), (params, grads, exp_avgs, exp_infs, steps, hypers) in calls.items():
+            if params:
+                plast.adamax_update_(params, grads, exp_avgs, exp_infs, steps, hypers, maximize=maximize)

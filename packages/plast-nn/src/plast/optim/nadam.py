@@ -1,16 +1,9 @@
-"""NAdam (torch.optim.NAdam), in plast tensor ops."""
+"""NAdam: torch.optim.NAdam's rule (momentum schedule, coupled or decoupled weight decay), one fused update over
+all parameters (plast-core's ``nadam_update_``)."""
 
 import plast
 
-from ._tensor_rule import (
-    check_betas,
-    check_nonnegative,
-    hyper_scalars,
-    new_step,
-    params_with_grad,
-    reject_differentiable,
-    signed_grad,
-)
+from ._checks import check_betas, check_nonnegative, reject_differentiable
 from .optimizer import Optimizer
 
 
@@ -67,33 +60,42 @@ class NAdam(Optimizer):
         super().__init__(params, defaults)
 
     def _update(self):
+        calls = {}
         for group in self.param_groups:
-            h = hyper_scalars(self, group)
-            lr, b1, b2, md = h["lr"], h["beta1"], h["beta2"], h["momentum_decay"]
-            for p in params_with_grad(group):
+            hyper = self._hyper(group)
+            # one fused call per device: groups on different devices never share an update
+            key = (bool(group["decoupled_weight_decay"]), bool(group["maximize"]), hyper.device)
+            lists = calls.setdefault(key, ([], [], [], [], [], [], []))
+            params, grads, exp_avgs, exp_avg_sqs, steps, mu_products, hypers = lists
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
                 state = self.state[p]
                 if len(state) == 0:
-                    state["step"] = new_step(p)
-                    # the default dtype (float32 unless set), as torch keeps it (its default scalar dtype), whatever
-                    # the parameter's dtype
+                    state["step"] = plast.zeros((), dtype=plast.float64, device=p.device)
+                    # the default dtype (float32 unless set), as torch keeps it (its default scalar dtype),
+                    # whatever the parameter's dtype; the update multiplies it in that dtype
                     state["mu_product"] = plast.ones((), dtype=plast.get_default_dtype(), device=p.device)
                     state["exp_avg"] = plast.zeros_like(p)
                     state["exp_avg_sq"] = plast.zeros_like(p)
-                step, mu_prod = state["step"], state["mu_product"]
-                m, v = state["exp_avg"], state["exp_avg_sq"]
-                step.add_(1)
-                g = signed_grad(p, group, h)
-                if group["weight_decay"] != 0 and group["decoupled_weight_decay"]:
-                    p.mul_(1 - lr * h["weight_decay"])
-                bc2 = 1 - plast.pow(b2, step)
-                mu = b1 * (1.0 - 0.5 * plast.pow(0.96, step * md))
-                mu_next = b1 * (1.0 - 0.5 * plast.pow(0.96, (step + 1) * md))
-                mu_prod.mul_(mu.to(mu_prod.dtype))
-                mp = mu_prod.to(plast.float64)
-                m.copy_(m + (g - m) * (1 - b1))
-                v.copy_(v * b2 + g * g * (1 - b2))
-                denom = plast.sqrt(v / bc2) + h["eps"]
-                c_grad = -lr * (1.0 - mu) / (1.0 - mp)
-                c_avg = -lr * mu_next / (1.0 - mp * mu_next)
-                p.add_(g / denom * c_grad)
-                p.add_(m / denom * c_avg)
+                params.append(p)
+                grads.append(p.grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_avg_sqs.append(state["exp_avg_sq"])
+                steps.append(state["step"])
+                mu_products.append(state["mu_product"])
+                hypers.append(hyper)
+        for (decoupled, maximize, _), lists in calls.items():
+            params, grads, exp_avgs, exp_avg_sqs, steps, mu_products, hypers = lists
+            if params:
+                plast.nadam_update_(
+                    params,
+                    grads,
+                    exp_avgs,
+                    exp_avg_sqs,
+                    steps,
+                    mu_products,
+                    hypers,
+                    decoupled_weight_decay=decoupled,
+                    maximize=maximize,
+                )

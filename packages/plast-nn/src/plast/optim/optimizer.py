@@ -1,7 +1,8 @@
 """Optimizer: torch.optim.Optimizer's bookkeeping (param_groups, state, state_dict) around core's fused updates.
 
 Subclasses gather every parameter that has a gradient, across all groups, and call one fused plast-core op per
-device (``plast.sgd_update_``, ``plast.adam_update_``) that updates parameters and state in place in one pass.
+device (``plast.sgd_update_``, ``plast.adam_update_``, ``plast.nadam_update_``, ...) that updates parameters and
+state in place in one pass.
 
 Hyperparameters travel as tensors: each group owns a persistent float64 tensor of its numeric hyperparameters
 (``[lr, ...]``) on its parameters' device (all of a group's parameters share one; state is made there too),

@@ -2,15 +2,8 @@
 
 import plast
 
-from ._tensor_rule import (
-    check_betas,
-    check_nonnegative,
-    hyper_scalars,
-    new_step,
-    params_with_grad,
-    reject_differentiable,
-    signed_grad,
-)
+from ._checks import check_betas, check_nonnegative, reject_differentiable
+from ._tensor_rule import hyper_scalars, new_step, params_with_grad, signed_grad
 from .optimizer import Optimizer
 
 

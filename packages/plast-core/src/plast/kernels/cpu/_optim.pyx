@@ -1,7 +1,7 @@
 # cython: language_level=3
 # distutils: sources = src/plast/kernels/cpu/csrc/optim.c
 """The C path of the fused optimizer updates (csrc/optim.c): one call updates every parameter of an
-sgd_update / adam_update / rmsprop_update node.
+sgd_update / adam_update / rmsprop_update / adadelta_update / adagrad_update / adamax_update / nadam_update node.
 
 ``run(kind, node, inputs)`` packs the node's tensors into a table of addresses (a `Plan`), runs the C kernel on
 it and returns the indices of the parameters it left to the numpy fallback (tensors it cannot take as flat
@@ -27,12 +27,16 @@ from plast.memory.arena cimport Storage
 from plast._core.codes cimport (
     PLAST_DT_F32,
     PLAST_DT_F64,
+    PLAST_OPT_ADADELTA,
+    PLAST_OPT_ADAGRAD,
     PLAST_OPT_ADAM,
+    PLAST_OPT_ADAMAX,
     PLAST_OPT_AMSGRAD,
     PLAST_OPT_CENTERED,
     PLAST_OPT_DECOUPLED,
     PLAST_OPT_MAXIMIZE,
     PLAST_OPT_MOMENTUM,
+    PLAST_OPT_NADAM,
     PLAST_OPT_NESTEROV,
     PLAST_OPT_RMSPROP,
     PLAST_OPT_SGD,
@@ -48,16 +52,22 @@ cdef extern from "optim.h" nogil:
         const void *grad
         void *state[3]
         void *counter
+        void *aux
         Py_ssize_t n
         int32_t row
         int8_t dtype
         int8_t counter_dtype
+        int8_t aux_dtype
     int plast_optim_update(int simd, int nthreads, int kind, int flags, const double *hyper, int nrows,
                            const plast_opt_tensor *ts, Py_ssize_t count)
 
 SGD = PLAST_OPT_SGD
 ADAM = PLAST_OPT_ADAM
 RMSPROP = PLAST_OPT_RMSPROP
+ADADELTA = PLAST_OPT_ADADELTA
+ADAGRAD = PLAST_OPT_ADAGRAD
+ADAMAX = PLAST_OPT_ADAMAX
+NADAM = PLAST_OPT_NADAM
 
 # Work (elements) above which the C call releases the GIL.
 DEF NOGIL_MIN = 16384
@@ -125,6 +135,7 @@ cdef class Plan:
     cdef Py_ssize_t count, total, ninputs, n, h
     cdef Py_ssize_t roles[3]  # input index of parameter 0's state buffers (parameter i's: + i), or -1
     cdef Py_ssize_t rc        # ... and of its step counter, or -1
+    cdef Py_ssize_t ra        # ... and of its one-element auxiliary state (NAdam's mu_product), or -1
     cdef int kind, flags, nhyper, width
     cdef double *hyper
     cdef const char **hptr
@@ -157,12 +168,15 @@ cdef class Plan:
         cdef Py_ssize_t n = args[0], h = args[1], m = len(inputs)
         cdef tuple hidx = args[2]
         # input index of each state buffer of parameter 0 (parameter i's is that + i), or -1; the counter's
-        cdef Py_ssize_t r0 = -1, r1 = -1, r2 = -1, rc = -1
+        cdef Py_ssize_t r0 = -1, r1 = -1, r2 = -1, rc = -1, ra = -1
         if m < h + 2 * n:
             raise ValueError(f"optimizer update: {m} inputs for {n} parameters and {h} hyperparameter tensors")
         self.kind = kind
         self.nhyper = h
-        self.width = 4 if kind == PLAST_OPT_SGD else 5
+        # hyperparameters per row (csrc/optim.h)
+        self.width = 4 if kind in (PLAST_OPT_SGD, PLAST_OPT_ADADELTA, PLAST_OPT_ADAGRAD) else 5
+        if kind == PLAST_OPT_NADAM:
+            self.width = 6
         self.ninputs = m
         if kind == PLAST_OPT_SGD:
             _, _, _, has_bufs, nesterov, maximize = args
@@ -183,11 +197,21 @@ cdef class Plan:
                 r1 = h + 4 * n
             if centered:
                 r2 = h + 4 * n + (n if has_mom else 0)
+        elif kind == PLAST_OPT_ADAGRAD:
+            _, _, _, maximize = args
+            r0, rc = h + 2 * n, h + 3 * n
+        elif kind == PLAST_OPT_ADADELTA or kind == PLAST_OPT_ADAMAX:
+            _, _, _, maximize = args
+            r0, r1, rc = h + 2 * n, h + 3 * n, h + 4 * n
+        elif kind == PLAST_OPT_NADAM:
+            _, _, _, decoupled, maximize = args
+            self.flags = PLAST_OPT_DECOUPLED if decoupled else 0
+            r0, r1, rc, ra = h + 2 * n, h + 3 * n, h + 4 * n, h + 5 * n
         else:
             raise ValueError(f"optimizer update: unknown kind {kind}")
         if maximize:
             self.flags |= PLAST_OPT_MAXIMIZE
-        if max(r0, r1, r2, rc) + n > m:
+        if max(r0, r1, r2, rc, ra) + n > m:
             raise ValueError(f"optimizer update: {m} inputs are too few for the node's arguments {args}")
         self._record_layout(inputs)
         self._pack_hyper(inputs)
@@ -195,7 +219,7 @@ cdef class Plan:
         self.pidx = <Py_ssize_t *>malloc(max(1, n) * sizeof(Py_ssize_t))
         if self.ts == NULL or self.pidx == NULL:
             raise MemoryError("optimizer update: out of memory")
-        self.n, self.h, self.rc = n, h, rc
+        self.n, self.h, self.rc, self.ra = n, h, rc, ra
         self.roles[0], self.roles[1], self.roles[2] = r0, r1, r2
         cdef Py_ssize_t *roles = self.roles
         rest = []
@@ -228,6 +252,10 @@ cdef class Plan:
                 t = inputs[rc + i]
                 e.counter_dtype = _dtype_code(t)
                 ok = ok and e.counter_dtype >= 0
+            if ra >= 0:
+                t = inputs[ra + i]
+                e.aux_dtype = _dtype_code(t)
+                ok = ok and e.aux_dtype >= 0
             if not ok:
                 rest.append(i)
                 continue
@@ -252,6 +280,8 @@ cdef class Plan:
             dt = e.dtype
             if self.rc >= 0:
                 e.counter = _ptr(inputs[self.rc + i], e.counter_dtype, self.rc + i)
+            if self.ra >= 0:
+                e.aux = _ptr(inputs[self.ra + i], e.aux_dtype, self.ra + i)
             if e.n:
                 e.param = _ptr(inputs[h + i], dt, h + i)
                 e.grad = _ptr(inputs[h + n + i], dt, h + n + i)

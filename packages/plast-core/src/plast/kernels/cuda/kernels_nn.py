@@ -1094,11 +1094,62 @@ def rmsprop_update(node, inputs, outputs):
     )
 
 
-def _counted_update(kernel, params, grads, states, steps, hyp, hidx, flags):
-    """Adam and RMSprop on the device: one table entry per parameter (parameter, gradient, three state slots,
-    0 where a state is absent, step counter, hyperparameter row), the step counters bumped by opt_step_incr,
-    then `kernel` over all chunks with its three flags."""
+def adadelta_update(node, inputs, outputs):
+    """The adadelta_update op (ops/optim_adadelta.py): inputs hyper tensors, then params, grads, square_avgs,
+    acc_deltas and steps."""
+    n, n_hyper, hidx, maximize = node.args
+    params, grads, sqs, accs, steps = _slices(inputs, n_hyper, n, 5)
+    _need_contiguous([*params, *grads, *sqs, *accs], "parameters and state")
+    _counted_update(
+        "adadelta", params, grads, (sqs, accs, [None] * n), steps, inputs[:n_hyper], hidx, (maximize,)
+    )
+
+
+def adagrad_update(node, inputs, outputs):
+    """The adagrad_update op (ops/optim_adagrad.py): inputs hyper tensors, then params, grads, state sums and
+    steps."""
+    n, n_hyper, hidx, maximize = node.args
+    params, grads, sums, steps = _slices(inputs, n_hyper, n, 4)
+    _need_contiguous([*params, *grads, *sums], "parameters and state")
+    none = [None] * n
+    _counted_update("adagrad", params, grads, (sums, none, none), steps, inputs[:n_hyper], hidx, (maximize,))
+
+
+def adamax_update(node, inputs, outputs):
+    """The adamax_update op (ops/optim_adamax.py): inputs hyper tensors, then params, grads, exp_avgs, exp_infs
+    and steps."""
+    n, n_hyper, hidx, maximize = node.args
+    params, grads, ms, us, steps = _slices(inputs, n_hyper, n, 5)
+    _need_contiguous([*params, *grads, *ms, *us], "parameters and state")
+    _counted_update("adamax", params, grads, (ms, us, [None] * n), steps, inputs[:n_hyper], hidx, (maximize,))
+
+
+def nadam_update(node, inputs, outputs):
+    """The nadam_update op (ops/optim_nadam.py): inputs hyper tensors, then params, grads, exp_avgs, exp_avg_sqs,
+    steps and mu_products (one-element tensors of their own dtype, in the third state slot; nadam_mu multiplies
+    each by this step's momentum coefficient before the update reads it)."""
+    n, n_hyper, hidx, decoupled, maximize = node.args
+    params, grads, ms, vs, steps, mus = _slices(inputs, n_hyper, n, 6)
+    _need_contiguous([*params, *grads, *ms, *vs], "parameters and state")
+    flags = (decoupled, maximize)
+    _counted_update(
+        "nadam", params, grads, (ms, vs, mus), steps, inputs[:n_hyper], hidx, flags, prepare="nadam_mu"
+    )
+
+
+def _slices(inputs, n_hyper, n, k):
+    """The k lists of n tensors that follow the hyperparameter tensors."""
+    return [inputs[n_hyper + j * n : n_hyper + (j + 1) * n] for j in range(k)]
+
+
+def _counted_update(kernel, params, grads, states, steps, hyp, hidx, flags, prepare=None):
+    """The counted updates (Adam, RMSprop, Adadelta, Adagrad, Adamax, NAdam) on the device: one table entry per
+    parameter (parameter, gradient, three state slots, 0 where a state is absent, step counter, hyperparameter
+    row, and the third slot's dtype where it holds a scalar of its own), the step counters bumped by
+    opt_step_incr, then the `prepare` kernel once per table if given (NAdam's mu_product), then `kernel` over all
+    chunks with its flags."""
     entries = []
+    aux = states[2]
     for i in range(len(params)):
         h = hyp[hidx[i]]
         entries.append(
@@ -1112,26 +1163,34 @@ def _counted_update(kernel, params, grads, states, steps, hyp, hidx, flags):
                 _f64(grads[i]),
                 _f64(steps[i]),
                 _f64(h),
-                0,
+                _f64(aux[i]) if prepare and aux[i] is not None else 0,
             )
         )
     groups = _multi_tensor(entries, params)
     for code, tab, chunks, n_chunks, n_t in groups:
         launch("optim", "opt_step_incr", grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t))
+        if prepare:
+            launch("optim", prepare, grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t))
         p = Params().ptr(tab.address).ptr(chunks.address)
         for f in flags:
             p.i32(1 if f else 0)
         launch("optim", f"{kernel}_{SUF[code]}", (n_chunks,), (BLOCK,), p)
-    _count_empty_steps(params, steps, {g[0] for g in groups})
+    _count_empty_steps(params, steps, {g[0] for g in groups}, entries, prepare)
 
 
-def _count_empty_steps(params, steps, launched):
-    """A parameter with zero elements still counts a step, as on the CPU. opt_step_incr already counted it when
-    its dtype's table was launched (`launched`: those dtype codes); a table of empty parameters only is not."""
-    for p_, st in zip(params, steps):
+def _count_empty_steps(params, steps, launched, entries=None, prepare=None):
+    """A parameter with zero elements still counts a step (and, with `prepare`, still runs it), as on the CPU.
+    opt_step_incr already counted it when its dtype's table was launched (`launched`: those dtype codes); a table
+    of empty parameters only is not."""
+    for i, (p_, st) in enumerate(zip(params, steps)):
         if p_.numel() == 0 and p_.dtype.code not in launched:
-            tab = _device_bytes(abi.OPT_ENTRY.pack(0, 0, 0, 0, 0, addr(st), 0, 0, 0, _f64(st), 0, 0))
+            if prepare:
+                tab = _device_bytes(abi.OPT_ENTRY.pack(*entries[i]))
+            else:
+                tab = _device_bytes(abi.OPT_ENTRY.pack(0, 0, 0, 0, 0, addr(st), 0, 0, 0, _f64(st), 0, 0))
             launch("optim", "opt_step_incr", (1,), (32,), Params().ptr(tab.address).i32(1))
+            if prepare:
+                launch("optim", prepare, (1,), (32,), Params().ptr(tab.address).i32(1))
 
 
 # ---- random -------------------------------------------------------------------------------------------------
@@ -1185,6 +1244,8 @@ NN = {
     "max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward, "max_pool2d_gather": pool_gather,
     "avg_pool2d": avg_pool2d, "avg_pool2d_backward": avg_pool2d_backward,
     "sgd_update": sgd_update, "adam_update": adam_update, "rmsprop_update": rmsprop_update,
+    "adadelta_update": adadelta_update, "adagrad_update": adagrad_update, "adamax_update": adamax_update,
+    "nadam_update": nadam_update,
     "binary_cross_entropy": binary_cross_entropy, "binary_cross_entropy_backward": binary_cross_entropy_backward,
     "binary_cross_entropy_with_logits": binary_cross_entropy_with_logits,
     # the same lookup as embedding; only its backward rule differs (scale_grad_by_freq)

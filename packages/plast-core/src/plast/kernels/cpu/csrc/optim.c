@@ -30,15 +30,18 @@ enum {
 #if PLAST_X86
 #define VLEVEL 2
 #include "vec_begin_f64.h"
+#include "vec_begin_f64_more.h" /* vabs (Adamax) */
 #include "optim_simd.h"
 #include "vec_end.h"
 #define VLEVEL 1
 #include "vec_begin_f64.h"
+#include "vec_begin_f64_more.h" /* vabs (Adamax) */
 #include "optim_simd.h"
 #include "vec_end.h"
 #endif
 #define VLEVEL 0
 #include "vec_begin_f64.h"
+#include "vec_begin_f64_more.h" /* vabs (Adamax) */
 #include "optim_simd.h"
 #include "vec_end.h"
 #undef VT
@@ -47,7 +50,7 @@ enum {
 #define PAR_MIN 65536
 #define CHUNK   16384
 
-#define NCOEF 8
+#define NCOEF 10
 
 typedef struct {
     double c[NCOEF];
@@ -70,6 +73,8 @@ static int valid_entry(int kind, int flags, const plast_opt_tensor *t, int nrows
     int need_counter = kind != PLAST_OPT_SGD || (flags & PLAST_OPT_MOMENTUM);
     if (need_counter && (!t->counter || (t->counter_dtype != PLAST_DT_F32 && t->counter_dtype != PLAST_DT_F64)))
         return 0;
+    if (kind == PLAST_OPT_NADAM && (!t->aux || (t->aux_dtype != PLAST_DT_F32 && t->aux_dtype != PLAST_DT_F64)))
+        return 0;
     if (t->n == 0) return 1;
     if (!t->param || !t->grad) return 0;
     switch (kind) {
@@ -78,6 +83,10 @@ static int valid_entry(int kind, int flags, const plast_opt_tensor *t, int nrows
     case PLAST_OPT_RMSPROP:
         return t->state[0] && (!(flags & PLAST_OPT_MOMENTUM) || t->state[1]) &&
                (!(flags & PLAST_OPT_CENTERED) || t->state[2]);
+    case PLAST_OPT_ADAGRAD: return t->state[0] != NULL;
+    case PLAST_OPT_ADADELTA:
+    case PLAST_OPT_ADAMAX: return t->state[0] && t->state[1];
+    case PLAST_OPT_NADAM: return t->state[0] && t->state[1];
     }
     return 0;
 }
@@ -118,7 +127,7 @@ static void prepare(int kind, int flags, const double *hyper, const plast_opt_te
         k->c[5] = pow(bias_correction2, 0.5); /* Python's `** 0.5` is pow, not sqrt */
         k->c[6] = eps;
         k->c[7] = -(lr / bias_correction1);
-    } else {
+    } else if (kind == PLAST_OPT_RMSPROP) {
         double lr = h[0], alpha = h[1], eps = h[2], wd = h[3], momentum = h[4];
         bump(t->counter, t->counter_dtype);
         if (wd != 0) mode |= OPT_M_WD;
@@ -130,6 +139,52 @@ static void prepare(int kind, int flags, const double *hyper, const plast_opt_te
         k->c[3] = eps;
         k->c[4] = momentum;
         k->c[5] = -lr;
+    } else if (kind == PLAST_OPT_ADADELTA) {
+        double lr = h[0], rho = h[1], eps = h[2], wd = h[3];
+        bump(t->counter, t->counter_dtype);
+        if (wd != 0) mode |= OPT_M_WD;
+        k->c[0] = wd;
+        k->c[1] = rho;
+        k->c[2] = 1 - rho;
+        k->c[3] = eps;
+        k->c[4] = -lr;
+    } else if (kind == PLAST_OPT_ADAGRAD) {
+        double lr = h[0], lr_decay = h[1], wd = h[2], eps = h[3];
+        double step = bump(t->counter, t->counter_dtype);
+        if (wd != 0) mode |= OPT_M_WD;
+        k->c[0] = wd;
+        k->c[1] = eps;
+        k->c[2] = -(lr / (1 + (step - 1) * lr_decay)); /* -clr, clr as torch's Python computes it */
+    } else if (kind == PLAST_OPT_ADAMAX) {
+        double lr = h[0], beta1 = h[1], beta2 = h[2], eps = h[3], wd = h[4];
+        double step = bump(t->counter, t->counter_dtype);
+        if (wd != 0) mode |= OPT_M_WD;
+        k->c[0] = wd;
+        k->c[1] = 1 - beta1;
+        k->c[2] = beta2;
+        k->c[3] = eps;
+        k->c[4] = -(lr / (1 - pow(beta1, step)));
+    } else {
+        double lr = h[0], beta1 = h[1], beta2 = h[2], eps = h[3], wd = h[4], md = h[5];
+        double step = bump(t->counter, t->counter_dtype);
+        if (wd != 0) mode |= (flags & PLAST_OPT_DECOUPLED) ? OPT_M_DECAY : OPT_M_WD;
+        double mu = beta1 * (1.0 - 0.5 * pow(0.96, step * md));
+        double mu_next = beta1 * (1.0 - 0.5 * pow(0.96, (step + 1) * md));
+        /* mu_product *= mu in the tensor's own dtype (torch multiplies the 0-d tensor by a Python float), then
+         * read back as a Python float */
+        if (t->aux_dtype == PLAST_DT_F32) *(float *)t->aux *= (float)mu;
+        else *(double *)t->aux *= mu;
+        double mu_product = read_scalar(t->aux, t->aux_dtype);
+        double mu_product_next = mu_product * mu_next;
+        k->c[0] = 1 - lr * wd;
+        k->c[1] = wd;
+        k->c[2] = 1 - beta1;
+        k->c[3] = beta2;
+        k->c[4] = 1 - beta2;
+        k->c[5] = 1 - pow(beta2, step); /* bias_correction2 */
+        k->c[6] = eps;
+        k->c[7] = -lr * (1.0 - mu) / (1.0 - mu_product);
+        k->c[8] = -lr * mu_next / (1.0 - mu_product_next);
     }
     k->mode = mode;
 }
@@ -141,21 +196,33 @@ static void run_range(int simd, int kind, const plast_opt_tensor *t, const opt_c
     if (t->dtype == PLAST_DT_F32) {
         float *p = t->param, *s0 = t->state[0], *s1 = t->state[1], *s2 = t->state[2];
         const float *g = t->grad;
-        if (kind == PLAST_OPT_SGD) PLAST_VEC_DISPATCH(opt_sgd, p, g, s0, lo, hi, k->mode, k->c);
-        else if (kind == PLAST_OPT_ADAM) PLAST_VEC_DISPATCH(opt_adam, p, g, s0, s1, s2, lo, hi, k->mode, k->c);
-        else PLAST_VEC_DISPATCH(opt_rms, p, g, s0, s1, s2, lo, hi, k->mode, k->c);
+        switch (kind) {
+        case PLAST_OPT_SGD: PLAST_VEC_DISPATCH(opt_sgd, p, g, s0, lo, hi, k->mode, k->c); break;
+        case PLAST_OPT_ADAM: PLAST_VEC_DISPATCH(opt_adam, p, g, s0, s1, s2, lo, hi, k->mode, k->c); break;
+        case PLAST_OPT_RMSPROP: PLAST_VEC_DISPATCH(opt_rms, p, g, s0, s1, s2, lo, hi, k->mode, k->c); break;
+        case PLAST_OPT_ADADELTA: PLAST_VEC_DISPATCH(opt_adadelta, p, g, s0, s1, lo, hi, k->mode, k->c); break;
+        case PLAST_OPT_ADAGRAD: PLAST_VEC_DISPATCH(opt_adagrad, p, g, s0, lo, hi, k->mode, k->c); break;
+        case PLAST_OPT_ADAMAX: PLAST_VEC_DISPATCH(opt_adamax, p, g, s0, s1, lo, hi, k->mode, k->c); break;
+        default: PLAST_VEC_DISPATCH(opt_nadam, p, g, s0, s1, lo, hi, k->mode, k->c); break;
+        }
     } else {
         double *p = t->param, *s0 = t->state[0], *s1 = t->state[1], *s2 = t->state[2];
         const double *g = t->grad;
-        if (kind == PLAST_OPT_SGD) PLAST_VEC_DISPATCH(opt_sgd_f64, p, g, s0, lo, hi, k->mode, k->c);
-        else if (kind == PLAST_OPT_ADAM) PLAST_VEC_DISPATCH(opt_adam_f64, p, g, s0, s1, s2, lo, hi, k->mode, k->c);
-        else PLAST_VEC_DISPATCH(opt_rms_f64, p, g, s0, s1, s2, lo, hi, k->mode, k->c);
+        switch (kind) {
+        case PLAST_OPT_SGD: PLAST_VEC_DISPATCH(opt_sgd_f64, p, g, s0, lo, hi, k->mode, k->c); break;
+        case PLAST_OPT_ADAM: PLAST_VEC_DISPATCH(opt_adam_f64, p, g, s0, s1, s2, lo, hi, k->mode, k->c); break;
+        case PLAST_OPT_RMSPROP: PLAST_VEC_DISPATCH(opt_rms_f64, p, g, s0, s1, s2, lo, hi, k->mode, k->c); break;
+        case PLAST_OPT_ADADELTA: PLAST_VEC_DISPATCH(opt_adadelta_f64, p, g, s0, s1, lo, hi, k->mode, k->c); break;
+        case PLAST_OPT_ADAGRAD: PLAST_VEC_DISPATCH(opt_adagrad_f64, p, g, s0, lo, hi, k->mode, k->c); break;
+        case PLAST_OPT_ADAMAX: PLAST_VEC_DISPATCH(opt_adamax_f64, p, g, s0, s1, lo, hi, k->mode, k->c); break;
+        default: PLAST_VEC_DISPATCH(opt_nadam_f64, p, g, s0, s1, lo, hi, k->mode, k->c); break;
+        }
     }
 }
 
 int plast_optim_update(int simd, int nthreads, int kind, int flags, const double *hyper, int nrows,
                        const plast_opt_tensor *ts, ptrdiff_t count) {
-    if (kind != PLAST_OPT_SGD && kind != PLAST_OPT_ADAM && kind != PLAST_OPT_RMSPROP) return -1;
+    if (kind < PLAST_OPT_SGD || kind > PLAST_OPT_NADAM) return -1;
     if (count <= 0) return 0;
     if (!ts || !hyper || nrows <= 0) return -1;
     ptrdiff_t total = 0;

@@ -70,7 +70,7 @@ struct AttnArgs {
 struct OptEntry {
     uint64_t p, g, s1, s2, s3, step, hyper;  // param, grad, state buffers (meaning per optimizer), step, hyper
     int64_t n;
-    int32_t g_f64, step_f64, hyper_f64, _pad;
+    int32_t g_f64, step_f64, hyper_f64, aux_f64;  // aux_f64: s3's dtype where s3 is a scalar (NAdam's mu_product)
 };
 
 struct OptChunk {

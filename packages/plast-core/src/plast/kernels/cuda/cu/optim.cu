@@ -7,6 +7,7 @@
 // path) step by step, in the parameter's dtype, with the scalar factors (bias corrections, step size) computed in
 // double.
 #include "common.cuh"
+#include "optim_adaptive.cuh"
 #include "optim_rmsprop.cuh"
 
 #define OPT_CHUNK 16384
@@ -147,4 +148,110 @@ extern "C" __global__ void sgd_f32(const OptEntry *tab, const OptChunk *chunks, 
 extern "C" __global__ void sgd_f64(const OptEntry *tab, const OptChunk *chunks, int has_bufs, int nesterov,
                                    int maximize) {
     sgd_body<double>(tab, chunks, has_bufs, nesterov, maximize);
+}
+
+// ---- Adadelta, Adagrad, Adamax, NAdam: the element updates of optim_adaptive.cuh, rounded as the CPU's C kernel ----
+
+template <typename T> __device__ __forceinline__ void load_hyper(const OptEntry &e, double *h, int n) {
+    for (int j = 0; j < n; j++) h[j] = load_f(e.hyper, e.hyper_f64, j);
+}
+
+// Adadelta: s1 = square_avg, s2 = acc_delta
+template <typename T>
+__device__ __forceinline__ void adadelta_body(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+    const OptChunk ch = chunks[blockIdx.x];
+    const OptEntry e = tab[ch.tensor];
+    double h[4];
+    load_hyper<T>(e, h, 4);
+    const AdadeltaCoef<T> k = plast_adadelta_coef<T>(h, maximize);
+    T *p = reinterpret_cast<T *>(e.p), *sq = reinterpret_cast<T *>(e.s1), *acc = reinterpret_cast<T *>(e.s2);
+    const int64_t end = min(e.n, ch.start + (int64_t)OPT_CHUNK);
+    for (int64_t i = ch.start + threadIdx.x; i < end; i += blockDim.x)
+        plast_adadelta_elem<T>(k, (T)load_f(e.g, e.g_f64, i), p + i, sq + i, acc + i);
+}
+
+// Adagrad: s1 = sum
+template <typename T>
+__device__ __forceinline__ void adagrad_body(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+    const OptChunk ch = chunks[blockIdx.x];
+    const OptEntry e = tab[ch.tensor];
+    double h[4];
+    load_hyper<T>(e, h, 4);
+    const AdagradCoef<T> k = plast_adagrad_coef<T>(h, load_f(e.step, e.step_f64, 0), maximize);
+    T *p = reinterpret_cast<T *>(e.p), *sum = reinterpret_cast<T *>(e.s1);
+    const int64_t end = min(e.n, ch.start + (int64_t)OPT_CHUNK);
+    for (int64_t i = ch.start + threadIdx.x; i < end; i += blockDim.x)
+        plast_adagrad_elem<T>(k, (T)load_f(e.g, e.g_f64, i), p + i, sum + i);
+}
+
+// Adamax: s1 = exp_avg, s2 = exp_inf
+template <typename T>
+__device__ __forceinline__ void adamax_body(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+    const OptChunk ch = chunks[blockIdx.x];
+    const OptEntry e = tab[ch.tensor];
+    double h[5];
+    load_hyper<T>(e, h, 5);
+    const AdamaxCoef<T> k = plast_adamax_coef<T>(h, load_f(e.step, e.step_f64, 0), maximize);
+    T *p = reinterpret_cast<T *>(e.p), *m = reinterpret_cast<T *>(e.s1), *u = reinterpret_cast<T *>(e.s2);
+    const int64_t end = min(e.n, ch.start + (int64_t)OPT_CHUNK);
+    for (int64_t i = ch.start + threadIdx.x; i < end; i += blockDim.x)
+        plast_adamax_elem<T>(k, (T)load_f(e.g, e.g_f64, i), p + i, m + i, u + i);
+}
+
+// NAdam, before the update: mu_product (s3, of dtype aux_f64) *= mu_t, once per tensor, in its own dtype (as
+// torch multiplies its 0-d tensor by a Python float); runs after opt_step_incr
+extern "C" __global__ void nadam_mu(const OptEntry *tab, int32_t n_tensors) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_tensors; i += blockDim.x * gridDim.x) {
+        const OptEntry e = tab[i];
+        double h[6];
+        for (int j = 0; j < 6; j++) h[j] = load_f(e.hyper, e.hyper_f64, j);
+        const double mu = plast_nadam_mu(h, load_f(e.step, e.step_f64, 0));
+        if (e.aux_f64) {
+            double *mp = reinterpret_cast<double *>(e.s3);
+            *mp = opt_mul(*mp, mu);
+        } else {
+            float *mp = reinterpret_cast<float *>(e.s3);
+            *mp = opt_mul(*mp, (float)mu);
+        }
+    }
+}
+
+// NAdam: s1 = exp_avg, s2 = exp_avg_sq, s3 = mu_product (already multiplied by nadam_mu)
+template <typename T>
+__device__ __forceinline__ void nadam_body(const OptEntry *tab, const OptChunk *chunks, int decoupled, int maximize) {
+    const OptChunk ch = chunks[blockIdx.x];
+    const OptEntry e = tab[ch.tensor];
+    double h[6];
+    load_hyper<T>(e, h, 6);
+    const NadamCoef<T> k =
+        plast_nadam_coef<T>(h, load_f(e.step, e.step_f64, 0), load_f(e.s3, e.aux_f64, 0), decoupled, maximize);
+    T *p = reinterpret_cast<T *>(e.p), *m = reinterpret_cast<T *>(e.s1), *v = reinterpret_cast<T *>(e.s2);
+    const int64_t end = min(e.n, ch.start + (int64_t)OPT_CHUNK);
+    for (int64_t i = ch.start + threadIdx.x; i < end; i += blockDim.x)
+        plast_nadam_elem<T>(k, (T)load_f(e.g, e.g_f64, i), p + i, m + i, v + i);
+}
+
+extern "C" __global__ void adadelta_f32(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+    adadelta_body<float>(tab, chunks, maximize);
+}
+extern "C" __global__ void adadelta_f64(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+    adadelta_body<double>(tab, chunks, maximize);
+}
+extern "C" __global__ void adagrad_f32(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+    adagrad_body<float>(tab, chunks, maximize);
+}
+extern "C" __global__ void adagrad_f64(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+    adagrad_body<double>(tab, chunks, maximize);
+}
+extern "C" __global__ void adamax_f32(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+    adamax_body<float>(tab, chunks, maximize);
+}
+extern "C" __global__ void adamax_f64(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+    adamax_body<double>(tab, chunks, maximize);
+}
+extern "C" __global__ void nadam_f32(const OptEntry *tab, const OptChunk *chunks, int decoupled, int maximize) {
+    nadam_body<float>(tab, chunks, decoupled, maximize);
+}
+extern "C" __global__ void nadam_f64(const OptEntry *tab, const OptChunk *chunks, int decoupled, int maximize) {
+    nadam_body<double>(tab, chunks, decoupled, maximize);
 }

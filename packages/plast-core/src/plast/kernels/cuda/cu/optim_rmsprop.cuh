@@ -6,98 +6,7 @@
 // intrinsics keep nvcc from contracting anything else into an FMA; a host build must use -ffp-contract=off.
 #pragma once
 
-#include <math.h>
-
-#ifdef __CUDACC__
-#define PLAST_OPT_HD __host__ __device__ __forceinline__
-#else
-#define PLAST_OPT_HD static inline
-#endif
-
-PLAST_OPT_HD float rms_add(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-PLAST_OPT_HD double rms_add(double a, double b) {
-#ifdef __CUDA_ARCH__
-    return __dadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-PLAST_OPT_HD float rms_sub(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-PLAST_OPT_HD double rms_sub(double a, double b) {
-#ifdef __CUDA_ARCH__
-    return __dsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-PLAST_OPT_HD float rms_mul(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-PLAST_OPT_HD double rms_mul(double a, double b) {
-#ifdef __CUDA_ARCH__
-    return __dmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-PLAST_OPT_HD float rms_div(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fdiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
-PLAST_OPT_HD double rms_div(double a, double b) {
-#ifdef __CUDA_ARCH__
-    return __ddiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
-PLAST_OPT_HD float rms_sqrt(float a) {
-#ifdef __CUDA_ARCH__
-    return __fsqrt_rn(a);
-#else
-    return sqrtf(a);
-#endif
-}
-PLAST_OPT_HD double rms_sqrt(double a) {
-#ifdef __CUDA_ARCH__
-    return __dsqrt_rn(a);
-#else
-    return sqrt(a);
-#endif
-}
-PLAST_OPT_HD float rms_fma(float a, float b, float c) {
-#ifdef __CUDA_ARCH__
-    return __fmaf_rn(a, b, c);
-#else
-    return fmaf(a, b, c);
-#endif
-}
-PLAST_OPT_HD double rms_fma(double a, double b, double c) {
-#ifdef __CUDA_ARCH__
-    return __fma_rn(a, b, c);
-#else
-    return fma(a, b, c);
-#endif
-}
+#include "optim_round.cuh"
 
 // One parameter's coefficients, each rounded to T once (as torch turns a Python scalar into the tensor's dtype).
 template <typename T> struct RmsCoef {
@@ -112,7 +21,7 @@ PLAST_OPT_HD RmsCoef<T> plast_rmsprop_coef(const double *hyper, int has_mom, int
     k.wd = (T)hyper[3];
     k.alpha = (T)hyper[1];
     k.w = (T)(1.0 - hyper[1]);
-    k.wm1 = rms_sub(k.w, (T)1);
+    k.wm1 = opt_sub(k.w, (T)1);
     k.small = fabs((double)k.w) < 0.5;  // torch's lerp picks its branch by |weight| < 0.5
     k.eps = (T)hyper[2];
     k.mom = (T)hyper[4];
@@ -129,26 +38,26 @@ template <typename T>
 PLAST_OPT_HD void plast_rmsprop_elem(const RmsCoef<T> &k, T g, T *p, T *sq, T *buf, T *ga) {
     if (k.maximize) g = -g;
     T pv = *p;
-    if (k.use_wd) g = rms_fma(pv, k.wd, g);  // grad.add(param, alpha=weight_decay)
+    if (k.use_wd) g = opt_fma(pv, k.wd, g);  // grad.add(param, alpha=weight_decay)
     // square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
-    const T sv = rms_fma(rms_mul(k.w, g), g, rms_mul(*sq, k.alpha));
+    const T sv = opt_fma(opt_mul(k.w, g), g, opt_mul(*sq, k.alpha));
     *sq = sv;
     T avg;
     if (k.centered) {
-        const T gold = *ga, d = rms_sub(g, gold);  // grad_avg.lerp_(grad, 1 - alpha)
-        const T gv = k.small ? rms_fma(k.w, d, gold) : rms_fma(k.wm1, d, g);
+        const T gold = *ga, d = opt_sub(g, gold);  // grad_avg.lerp_(grad, 1 - alpha)
+        const T gv = k.small ? opt_fma(k.w, d, gold) : opt_fma(k.wm1, d, g);
         *ga = gv;
-        avg = rms_sqrt(rms_fma(-gv, gv, sv));  // square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+        avg = opt_sqrt(opt_fma(-gv, gv, sv));  // square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
     } else {
-        avg = rms_sqrt(sv);
+        avg = opt_sqrt(sv);
     }
-    avg = rms_add(avg, k.eps);
+    avg = opt_add(avg, k.eps);
     if (k.use_mom) {
-        const T bv = rms_add(rms_mul(*buf, k.mom), rms_div(g, avg));  // buf.mul_(momentum).addcdiv_(grad, avg)
+        const T bv = opt_add(opt_mul(*buf, k.mom), opt_div(g, avg));  // buf.mul_(momentum).addcdiv_(grad, avg)
         *buf = bv;
-        pv = rms_fma(bv, k.lr_neg, pv);  // param.add_(buf, alpha=-lr)
+        pv = opt_fma(bv, k.lr_neg, pv);  // param.add_(buf, alpha=-lr)
     } else {
-        pv = rms_add(pv, rms_div(rms_mul(k.lr_neg, g), avg));  // param.addcdiv_(grad, avg, value=-lr)
+        pv = opt_add(pv, opt_div(opt_mul(k.lr_neg, g), avg));  // param.addcdiv_(grad, avg, value=-lr)
     }
     *p = pv;
 }

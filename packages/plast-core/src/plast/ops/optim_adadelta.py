@@ -1,0 +1,64 @@
+"""Fused Adadelta update (torch.optim.Adadelta's rule): one op call updates every parameter and its state in place.
+
+Like ``ops/optim.py``: hyperparameters [lr, rho, eps, weight_decay] and step counters are input tensors read when
+the kernel runs, so a plan replayed by ``@plast.jit`` follows the current learning rate; only structure (how many
+parameters, maximize) is in the op's arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._core.grad_mode import no_grad
+from .._core.hints import TensorBase
+from ..graph._mutation import apply_mutation
+from ..kernels.cpu import kernels_optim_adadelta as K
+from .optim import _check_devices, _check_distinct, _hypers, _scalar_list, _tensor_list
+from .registry import register
+
+ADADELTA_UPDATE = register("adadelta_update", cpu=K.adadelta_update)
+
+
+def adadelta_update_(
+    params: Sequence[TensorBase],
+    grads: Sequence[TensorBase],
+    square_avgs: Sequence[TensorBase],
+    acc_deltas: Sequence[TensorBase],
+    step: Sequence[TensorBase],
+    hyper: TensorBase | Sequence[TensorBase],
+    *,
+    maximize: bool = False,
+) -> None:
+    """Adadelta over all `params` in one in-place pass: ``square_avg = rho * square_avg + (1 - rho) * g^2``,
+    ``delta = sqrt(acc_delta + eps) / sqrt(square_avg + eps) * g``, ``acc_delta = rho * acc_delta + (1 - rho) *
+    delta^2``, ``p -= lr * delta``.
+
+    `hyper` is a float tensor [lr, rho, eps, weight_decay] (or one per parameter); `step` is a list of
+    one-element counters the update increments.
+
+    >>> p, g, s, a = plast.ones(2), plast.ones(2), plast.zeros(2), plast.zeros(2)
+    >>> n = plast.zeros((), dtype=plast.float64)
+    >>> plast.adadelta_update_([p], [g], [s], [a], [n], plast.tensor([1.0, 0.9, 1e-6, 0.0], dtype=plast.float64))
+    >>> round(p.tolist()[0], 4), n.item()
+    (0.9968, 1.0)
+    """
+    op = "adadelta_update_"
+    params = _tensor_list(params, None, op, "params")
+    n = len(params)
+    if n == 0:
+        return
+    grads = _tensor_list(grads, n, op, "grads", same_shape_as=params)
+    square_avgs = _tensor_list(square_avgs, n, op, "square_avgs", same_shape_as=params)
+    acc_deltas = _tensor_list(acc_deltas, n, op, "acc_deltas", same_shape_as=params)
+    steps = _scalar_list(step, n, op, "step")
+    hs, hidx = _hypers(hyper, n, 4, op, "lr, rho, eps, weight_decay")
+    inputs = hs + params + grads + square_avgs + acc_deltas + steps
+    h = len(hs)
+    mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    _check_distinct(params, op)
+    _check_devices(op, inputs)
+    with no_grad():
+        apply_mutation(ADADELTA_UPDATE, inputs, (n, h, hidx, bool(maximize)), mutated)
+
+
+__all__ = ["adadelta_update_"]

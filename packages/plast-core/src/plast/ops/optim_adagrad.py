@@ -1,0 +1,60 @@
+"""Fused Adagrad update (torch.optim.Adagrad's rule): one op call updates every parameter and its state in place.
+
+Like ``ops/optim.py``: hyperparameters [lr, lr_decay, weight_decay, eps] and step counters are input tensors read
+when the kernel runs, so a plan replayed by ``@plast.jit`` follows the current learning rate; only structure (how
+many parameters, maximize) is in the op's arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._core.grad_mode import no_grad
+from .._core.hints import TensorBase
+from ..graph._mutation import apply_mutation
+from ..kernels.cpu import kernels_optim_adagrad as K
+from .optim import _check_devices, _check_distinct, _hypers, _scalar_list, _tensor_list
+from .registry import register
+
+ADAGRAD_UPDATE = register("adagrad_update", cpu=K.adagrad_update)
+
+
+def adagrad_update_(
+    params: Sequence[TensorBase],
+    grads: Sequence[TensorBase],
+    state_sums: Sequence[TensorBase],
+    step: Sequence[TensorBase],
+    hyper: TensorBase | Sequence[TensorBase],
+    *,
+    maximize: bool = False,
+) -> None:
+    """Adagrad over all `params` in one in-place pass: ``sum += g^2``, ``p -= clr * g / (sqrt(sum) + eps)`` with
+    ``clr = lr / (1 + (step - 1) * lr_decay)``, `step` counted after the update increments it.
+
+    `hyper` is a float tensor [lr, lr_decay, weight_decay, eps] (or one per parameter); `step` is a list of
+    one-element counters. (torch's ``initial_accumulator_value`` is where the caller starts each sum.)
+
+    >>> p, g, s, n = plast.ones(2), plast.ones(2), plast.zeros(2), plast.zeros((), dtype=plast.float64)
+    >>> plast.adagrad_update_([p], [g], [s], [n], plast.tensor([0.1, 0.0, 0.0, 1e-10], dtype=plast.float64))
+    >>> round(p.tolist()[0], 4), s.tolist(), n.item()
+    (0.9, [1.0, 1.0], 1.0)
+    """
+    op = "adagrad_update_"
+    params = _tensor_list(params, None, op, "params")
+    n = len(params)
+    if n == 0:
+        return
+    grads = _tensor_list(grads, n, op, "grads", same_shape_as=params)
+    state_sums = _tensor_list(state_sums, n, op, "state_sums", same_shape_as=params)
+    steps = _scalar_list(step, n, op, "step")
+    hs, hidx = _hypers(hyper, n, 4, op, "lr, lr_decay, weight_decay, eps")
+    inputs = hs + params + grads + state_sums + steps
+    h = len(hs)
+    mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    _check_distinct(params, op)
+    _check_devices(op, inputs)
+    with no_grad():
+        apply_mutation(ADAGRAD_UPDATE, inputs, (n, h, hidx, bool(maximize)), mutated)
+
+
+__all__ = ["adagrad_update_"]

@@ -1,0 +1,65 @@
+"""Fused Adamax update (torch.optim.Adamax's rule): one op call updates every parameter and its state in place.
+
+Like ``ops/optim.py``: hyperparameters [lr, beta1, beta2, eps, weight_decay] and step counters are input tensors
+read when the kernel runs, so a plan replayed by ``@plast.jit`` follows the current learning rate; only structure
+(how many parameters, maximize) is in the op's arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._core.grad_mode import no_grad
+from .._core.hints import TensorBase
+from ..graph._mutation import apply_mutation
+from ..kernels.cpu import kernels_optim_adamax as K
+from .optim import _check_devices, _check_distinct, _hypers, _scalar_list, _tensor_list
+from .registry import register
+
+ADAMAX_UPDATE = register("adamax_update", cpu=K.adamax_update)
+
+
+def adamax_update_(
+    params: Sequence[TensorBase],
+    grads: Sequence[TensorBase],
+    exp_avgs: Sequence[TensorBase],
+    exp_infs: Sequence[TensorBase],
+    step: Sequence[TensorBase],
+    hyper: TensorBase | Sequence[TensorBase],
+    *,
+    maximize: bool = False,
+) -> None:
+    """Adamax (Adam with the infinity norm) over all `params` in one in-place pass: ``exp_avg = lerp(exp_avg, g,
+    1 - beta1)``, ``exp_inf = max(beta2 * exp_inf, |g| + eps)``, ``p -= lr / (1 - beta1^step) * exp_avg /
+    exp_inf``.
+
+    `hyper` is a float tensor [lr, beta1, beta2, eps, weight_decay] (or one per parameter); `step` is a list of
+    one-element counters the update increments before using.
+
+    >>> p, g, m, u = plast.ones(2), plast.ones(2), plast.zeros(2), plast.zeros(2)
+    >>> n = plast.zeros((), dtype=plast.float64)
+    >>> h = plast.tensor([0.1, 0.9, 0.999, 1e-8, 0.0], dtype=plast.float64)
+    >>> plast.adamax_update_([p], [g], [m], [u], [n], h)
+    >>> round(p.tolist()[0], 4), n.item()
+    (0.9, 1.0)
+    """
+    op = "adamax_update_"
+    params = _tensor_list(params, None, op, "params")
+    n = len(params)
+    if n == 0:
+        return
+    grads = _tensor_list(grads, n, op, "grads", same_shape_as=params)
+    exp_avgs = _tensor_list(exp_avgs, n, op, "exp_avgs", same_shape_as=params)
+    exp_infs = _tensor_list(exp_infs, n, op, "exp_infs", same_shape_as=params)
+    steps = _scalar_list(step, n, op, "step")
+    hs, hidx = _hypers(hyper, n, 5, op, "lr, beta1, beta2, eps, weight_decay")
+    inputs = hs + params + grads + exp_avgs + exp_infs + steps
+    h = len(hs)
+    mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    _check_distinct(params, op)
+    _check_devices(op, inputs)
+    with no_grad():
+        apply_mutation(ADAMAX_UPDATE, inputs, (n, h, hidx, bool(maximize)), mutated)
+
+
+__all__ = ["adamax_update_"]

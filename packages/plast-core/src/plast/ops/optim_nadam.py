@@ -1,0 +1,72 @@
+"""Fused NAdam update (torch.optim.NAdam's rule): one op call updates every parameter and its state in place.
+
+Like ``ops/optim.py``: hyperparameters [lr, beta1, beta2, eps, weight_decay, momentum_decay], step counters and
+the running products of the momentum coefficients are input tensors read when the kernel runs, so a plan replayed
+by ``@plast.jit`` follows the current learning rate; only structure (how many parameters, decoupled decay,
+maximize) is in the op's arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._core.grad_mode import no_grad
+from .._core.hints import TensorBase
+from ..graph._mutation import apply_mutation
+from ..kernels.cpu import kernels_optim_nadam as K
+from .optim import _check_devices, _check_distinct, _hypers, _scalar_list, _tensor_list
+from .registry import register
+
+NADAM_UPDATE = register("nadam_update", cpu=K.nadam_update)
+
+
+def nadam_update_(
+    params: Sequence[TensorBase],
+    grads: Sequence[TensorBase],
+    exp_avgs: Sequence[TensorBase],
+    exp_avg_sqs: Sequence[TensorBase],
+    step: Sequence[TensorBase],
+    mu_products: Sequence[TensorBase],
+    hyper: TensorBase | Sequence[TensorBase],
+    *,
+    decoupled_weight_decay: bool = False,
+    maximize: bool = False,
+) -> None:
+    """NAdam (Adam with Nesterov momentum) over all `params` in one in-place pass, with the momentum schedule
+    ``mu_t = beta1 * (1 - 0.5 * 0.96^(t * momentum_decay))``; ``decoupled_weight_decay`` decays the parameter as
+    AdamW does (``p *= 1 - lr * wd``) instead of adding ``wd * p`` to the gradient.
+
+    `hyper` is a float tensor [lr, beta1, beta2, eps, weight_decay, momentum_decay] (or one per parameter);
+    `step` and `mu_products` are lists of one-element tensors (torch's ``state['step']`` and
+    ``state['mu_product']``): the update increments each step and multiplies each product by ``mu_t``, in that
+    tensor's own dtype.
+
+    >>> p, g, m, v = plast.ones(2), plast.ones(2), plast.zeros(2), plast.zeros(2)
+    >>> n, mp = plast.zeros((), dtype=plast.float64), plast.ones(())
+    >>> h = plast.tensor([0.1, 0.9, 0.999, 1e-8, 0.0, 4e-3], dtype=plast.float64)
+    >>> plast.nadam_update_([p], [g], [m], [v], [n], [mp], h)
+    >>> round(p.tolist()[0], 4), n.item()
+    (0.8944, 1.0)
+    """
+    op = "nadam_update_"
+    params = _tensor_list(params, None, op, "params")
+    n = len(params)
+    if n == 0:
+        return
+    grads = _tensor_list(grads, n, op, "grads", same_shape_as=params)
+    exp_avgs = _tensor_list(exp_avgs, n, op, "exp_avgs", same_shape_as=params)
+    exp_avg_sqs = _tensor_list(exp_avg_sqs, n, op, "exp_avg_sqs", same_shape_as=params)
+    steps = _scalar_list(step, n, op, "step")
+    mu_products = _scalar_list(mu_products, n, op, "mu_products")
+    hs, hidx = _hypers(hyper, n, 6, op, "lr, beta1, beta2, eps, weight_decay, momentum_decay")
+    inputs = hs + params + grads + exp_avgs + exp_avg_sqs + steps + mu_products
+    h = len(hs)
+    mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    _check_distinct(params, op)
+    _check_devices(op, inputs)
+    args = (n, h, hidx, bool(decoupled_weight_decay), bool(maximize))
+    with no_grad():
+        apply_mutation(NADAM_UPDATE, inputs, args, mutated)
+
+
+__all__ = ["nadam_update_"]
