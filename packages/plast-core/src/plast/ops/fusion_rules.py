@@ -4,6 +4,7 @@
     matmul_bias_relu  relu(add(matmul(a, b), bias))        -> addmm_act(bias, a, b, "relu")
     matmul_bias       add(matmul(a, b), bias)              -> addmm_act(bias, a, b, None)
     log_softmax_nll   nll_loss(log_softmax(x, 1), target)  -> cross_entropy(x, target)
+    scatter_sum2/3    add(strided_scatter(g1), strided_scatter(g2)[, ...]) -> zeros, each g added into its window
 
 Softmax backward and layer_norm backward are single kernels by construction (their backward rules record one
 `softmax_backward` / `layer_norm_backward` node), so they need no rule.
@@ -11,6 +12,7 @@ Softmax backward and layer_norm backward are single kernels by construction (the
 
 from ..graph.fusion import Pat, Rule, register_rules
 from ..kernels.cpu import kernels_fused as F
+from ..kernels.cpu import kernels_indexing as K_INDEX
 from . import nn as N
 
 
@@ -74,7 +76,66 @@ log_softmax_nll_w = Rule(
     _build_xent,
 )
 
+# ---- the backward of split / chunk: autograd sums one full-size strided_scatter per piece (zeros with the
+# piece's gradient in its window); fused, the sum is written once (torch's split backward is a cat)
+
+
+def _scatter_nodes(root, depth):
+    """The strided_scatter nodes under `root`, add(s, s) (depth 2) or add(add(s, s), s) (depth 3); None where the
+    graph has another shape (a rule's `when` runs before its children are matched)."""
+    if depth == 2:
+        ns = [t._node for t in root.inputs]
+    else:
+        inner = root.inputs[0]._node
+        if inner is None or inner.op.name != "add":
+            return None
+        ns = [inner.inputs[0]._node, inner.inputs[1]._node, root.inputs[1]._node]
+    if any(n is None or n.op.name != "strided_scatter" for n in ns):
+        return None
+    return ns
+
+
+def _scatters_fit(depth):
+    def when(root):
+        ss = _scatter_nodes(root, depth)
+        if ss is None:
+            return False
+        out_shape, dtype = tuple(root.specs[0][0]), root.specs[0][1]
+        return all(
+            tuple(s.args[0]) == out_shape and s.args[3] == 0 and s.specs[0][1] is dtype and s.inputs[0].dtype is dtype
+            for s in ss
+        )
+
+    return when
+
+
+def _build_scatter_sum(depth):
+    def build(caps, root):
+        ss = _scatter_nodes(root, depth)
+        return K_INDEX.scatter_sum, [s.inputs[0] for s in ss], tuple((s.args[1], s.args[2]) for s in ss)
+
+    return build
+
+
+scatter_sum2 = Rule(
+    "scatter_sum2",
+    Pat("add", Pat("strided_scatter", "g1"), Pat("strided_scatter", "g2"), when=_scatters_fit(2)),
+    _build_scatter_sum(2),
+)
+scatter_sum3 = Rule(
+    "scatter_sum3",
+    Pat(
+        "add",
+        Pat("add", Pat("strided_scatter", "g1"), Pat("strided_scatter", "g2")),
+        Pat("strided_scatter", "g3"),
+        when=_scatters_fit(3),
+    ),
+    _build_scatter_sum(3),
+)
+
 # Order matters: bigger patterns first.
-register_rules(addmm_relu, matmul_bias_relu, matmul_bias, log_softmax_nll, log_softmax_nll_w)
+register_rules(
+    addmm_relu, matmul_bias_relu, matmul_bias, log_softmax_nll, log_softmax_nll_w, scatter_sum3, scatter_sum2
+)
 
 __all__ = []

@@ -85,6 +85,19 @@ def strided_scatter(node, inputs, outputs):
     strided_window(out, tuple(g.shape), dims_map, base)[...] = np_view(g)
 
 
+def scatter_sum(node, inputs, outputs, args):
+    """The fused ``add`` of strided_scatters (ops/fusion_rules.py scatter_sum): zeros, then each input added into
+    its window (dims_map, base in `args`, one pair per input). The backward of ``split`` / ``chunk`` / narrow
+    views taken side by side: one pass over the result instead of a full-size tensor per piece plus the adds."""
+    out = np_view(outputs[0])
+    out.fill(0)
+    if out.size == 0:
+        return
+    for g, (dims_map, base) in zip(inputs, args):
+        if g.numel():
+            strided_window(out, tuple(g.shape), dims_map, base)[...] += np_view(g)
+
+
 def cat(node, inputs, outputs):
     (dim,) = node.args
     out = np_view(outputs[0])
