@@ -246,3 +246,27 @@ def test_scatter_sum_does_not_fire_on_other_adds():
     _, fired = fused(lambda: ((a * y).sum() + (b * 2).sum() + (x * 0.5).sum()).backward() or x.grad.numpy())
     assert "scatter_sum2" in fired
     np.testing.assert_allclose(x.grad.numpy(), np.concatenate([y.numpy(), np.full((4, 3), 2.0)], 1) + 0.5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_linear_gelu_runs_as_one_gemm_with_its_epilogue_when_no_gradient_is_kept(data, approximate):
+    """gelu(x @ w + b) and gelu(addmm(b, x, w)) are one GEMM with a GELU epilogue under no_grad (generation); in
+    training gelu's backward needs its input, so the GEMM's output is kept and the rule does not fire."""
+    import torch
+
+    x, w, b = data
+    act = "gelu" if approximate == "none" else "gelu_tanh"
+    want = torch.nn.functional.gelu(
+        torch.tensor(x.numpy()) @ torch.tensor(w.numpy()) + torch.tensor(b.numpy()), approximate=approximate
+    ).numpy()
+    with plast.no_grad():
+        out, fired = fused(lambda: plast.gelu(x @ w + b, approximate=approximate).numpy())
+        assert fired == [f"matmul_bias_{act}"]
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+        out, fired = fused(lambda: plast.gelu(plast.addmm(b, x, w), approximate=approximate).numpy())
+        assert fired == [f"addmm_{act}"]
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    wp = w.detach().clone().requires_grad_()
+    out, fired = fused(lambda: plast.gelu(x @ wp + b, approximate=approximate).sum().item())
+    assert f"matmul_bias_{act}" not in fired
+    assert out == pytest.approx(float(want.sum()), rel=1e-5)

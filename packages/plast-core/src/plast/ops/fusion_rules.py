@@ -3,6 +3,8 @@
     addmm_relu        relu(addmm(bias, a, b))              -> addmm_act(bias, a, b, "relu")
     matmul_bias_relu  relu(add(matmul(a, b), bias))        -> addmm_act(bias, a, b, "relu")
     matmul_bias       add(matmul(a, b), bias)              -> addmm_act(bias, a, b, None)
+    addmm_gelu(_tanh), matmul_bias_gelu(_tanh): the same with gelu (erf or tanh form) as the epilogue; in
+                      training gelu's backward reads its input, so these fire where no gradient is kept (inference)
     log_softmax_nll   nll_loss(log_softmax(x, 1), target)  -> cross_entropy(x, target)
     scatter_sum2/3    add(strided_scatter(g1), strided_scatter(g2)[, ...]) -> zeros, each g added into its window
 
@@ -45,6 +47,22 @@ matmul_bias_relu = Rule(
     Pat("relu", Pat("add", Pat("matmul", "a", "b", when=_mm2d), "bias", when=lambda n: _bias_fits(n, 0))),
     _build_addmm("relu"),
 )
+
+
+def _gelu_rules(op, act):
+    return (
+        Rule(f"addmm_{act}", Pat(op, Pat("addmm", "bias", "a", "b", when=_addmm_plain)), _build_addmm(act)),
+        Rule(
+            f"matmul_bias_{act}",
+            Pat(op, Pat("add", Pat("matmul", "a", "b", when=_mm2d), "bias", when=lambda n: _bias_fits(n, 0))),
+            _build_addmm(act),
+        ),
+    )
+
+
+# the GEMM epilogue's act names: "gelu" is torch's exact (erf) GELU
+addmm_gelu, matmul_bias_gelu = _gelu_rules("gelu_erf", "gelu")
+addmm_gelu_tanh, matmul_bias_gelu_tanh = _gelu_rules("gelu_tanh", "gelu_tanh")
 matmul_bias = Rule(
     "matmul_bias",
     Pat("add", Pat("matmul", "a", "b", when=_mm2d), "bias", when=lambda n: _bias_fits(n, 0)),
@@ -135,7 +153,17 @@ scatter_sum3 = Rule(
 
 # Order matters: bigger patterns first.
 register_rules(
-    addmm_relu, matmul_bias_relu, matmul_bias, log_softmax_nll, log_softmax_nll_w, scatter_sum3, scatter_sum2
+    addmm_relu,
+    matmul_bias_relu,
+    addmm_gelu,
+    matmul_bias_gelu,
+    addmm_gelu_tanh,
+    matmul_bias_gelu_tanh,
+    matmul_bias,
+    log_softmax_nll,
+    log_softmax_nll_w,
+    scatter_sum3,
+    scatter_sum2,
 )
 
 __all__ = []

@@ -1276,6 +1276,10 @@ FUSED_RULES = {
     "addmm_relu": addmm_act,
     "matmul_bias_relu": addmm_act,
     "matmul_bias": addmm_act,
+    "addmm_gelu": addmm_act,
+    "matmul_bias_gelu": addmm_act,
+    "addmm_gelu_tanh": addmm_act,
+    "matmul_bias_gelu_tanh": addmm_act,
     "log_softmax_nll": fused_cross_entropy,
 }
 
