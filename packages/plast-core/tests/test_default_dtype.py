@@ -187,3 +187,25 @@ def test_back_to_float32():
     ):
         assert op(plast).dtype is plast.float32
         assert _name(op(plast).dtype) == _name(op(torch).dtype)
+
+
+def test_python_types_as_dtypes_are_torchs():
+    """dtype=float is float64, int int64, bool bool, in creation, .to and new_*, whatever the default dtype."""
+    import torch
+
+    for default in (plast.float32, plast.float64):
+        plast.set_default_dtype(default)
+        try:
+            for py in (float, int, bool):
+                cases = [
+                    (plast.zeros(2, dtype=py), torch.zeros(2, dtype=py)),
+                    (plast.tensor([1, 0], dtype=py), torch.tensor([1, 0], dtype=py)),
+                    (plast.ones(2).to(py), torch.ones(2).to(py)),
+                    (plast.ones(2).new_zeros(3, dtype=py), torch.ones(2).new_zeros(3, dtype=py)),
+                ]
+                if py is not bool:  # torch has no bool arange
+                    cases.append((plast.arange(3, dtype=py), torch.arange(3, dtype=py)))
+                for p, t in cases:
+                    assert str(p.dtype).split(".")[-1] == str(t.dtype).split(".")[-1], (py, p.dtype, t.dtype)
+        finally:
+            plast.set_default_dtype(plast.float32)

@@ -104,7 +104,8 @@ def set_default_dtype(d: dtype | str | type) -> None:
 
 
 def as_dtype(x: dtype | str | type | np.dtype) -> dtype:
-    """Turn a plast dtype, a numpy dtype or type, a name, or the Python types bool/int/float into a plast dtype."""
+    """Turn a plast dtype, a numpy dtype or type, a name, or the Python types bool/int/float into a plast dtype
+    (as torch: ``dtype=float`` is float64, ``int`` int64, whatever the default dtype)."""
     if isinstance(x, dtype):
         return x
     if x is bool:
@@ -112,7 +113,7 @@ def as_dtype(x: dtype | str | type | np.dtype) -> dtype:
     if x is int:
         return int64
     if x is float:
-        return float32
+        return float64
     if isinstance(x, str) and x in _BY_NAME:
         return _BY_NAME[x]
     try:
