@@ -127,10 +127,30 @@ def _scatters_fit(depth):
     return when
 
 
+def _tiles(out_shape, ss):
+    """True when the scatters' windows are narrow views along one dim that tile it exactly (a split's pieces):
+    then every output element is written once and no zeros are needed."""
+    nd = len(out_shape)
+    identity = tuple(((d, 1),) for d in range(nd))
+    dim, spans = None, []
+    for s in ss:
+        shape, (dims_map, base) = tuple(s.inputs[0].shape), s.args[1:3]
+        if tuple(dims_map) != identity or len(shape) != nd:
+            return False
+        diff = [d for d in range(nd) if shape[d] != out_shape[d] or base[d] != 0]
+        if len(diff) != 1 or (dim is not None and diff[0] != dim):
+            return False
+        dim = diff[0]
+        spans.append((base[dim], base[dim] + shape[dim]))
+    spans.sort()
+    return spans[0][0] == 0 and spans[-1][1] == out_shape[dim] and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+
+
 def _build_scatter_sum(depth):
     def build(caps, root):
         ss = _scatter_nodes(root, depth)
-        return K_INDEX.scatter_sum, [s.inputs[0] for s in ss], tuple((s.args[1], s.args[2]) for s in ss)
+        windows = tuple((s.args[1], s.args[2]) for s in ss)
+        return K_INDEX.scatter_sum, [s.inputs[0] for s in ss], (_tiles(tuple(root.specs[0][0]), ss), windows)
 
     return build
 

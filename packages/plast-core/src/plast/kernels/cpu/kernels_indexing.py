@@ -86,14 +86,25 @@ def strided_scatter(node, inputs, outputs):
 
 
 def scatter_sum(node, inputs, outputs, args):
-    """The fused ``add`` of strided_scatters (ops/fusion_rules.py scatter_sum): zeros, then each input added into
-    its window (dims_map, base in `args`, one pair per input). The backward of ``split`` / ``chunk`` / narrow
-    views taken side by side: one pass over the result instead of a full-size tensor per piece plus the adds."""
-    out = np_view(outputs[0])
-    out.fill(0)
-    if out.size == 0:
+    """The fused ``add`` of strided_scatters (ops/fusion_rules.py scatter_sum): the backward of ``split`` /
+    ``chunk`` / narrow views taken side by side, written in one pass instead of a full-size tensor per piece plus
+    the adds. ``args`` = (tiled, ((dims_map, base) per input)): when the windows tile the output (a split's
+    pieces, build-time check), each gradient is copied into its window by the C strided copy, no zeros first;
+    otherwise zeros, then each gradient added into its window."""
+    tiled, windows = args
+    out_t = outputs[0]
+    if out_t.numel() == 0:
         return
-    for g, (dims_map, base) in zip(inputs, args):
+    if tiled:
+        for g, (dims_map, base) in zip(inputs, windows):
+            strides, off = _window_layout(out_t, dims_map, base)
+            region = TensorBase._from_storage(out_t._storage, tuple(g.shape), out_t.dtype, out_t.device, tuple(strides), off)
+            if not _kernels.copy_same_dtype(g, region):
+                np_view(region)[...] = np_view(g)
+        return
+    out = np_view(out_t)
+    out.fill(0)
+    for g, (dims_map, base) in zip(inputs, windows):
         if g.numel():
             strided_window(out, tuple(g.shape), dims_map, base)[...] += np_view(g)
 
