@@ -17,6 +17,30 @@ from . import _optim
 from .kernels import np_view
 
 
+def fixed_inputs(kind, args):
+    """How many inputs an update node of `kind` (an _optim kind) has before its optional found_inf (the last
+    input, ops/optim.py); the CUDA launchers use it too."""
+    n, h = args[0], args[1]
+    if kind == _optim.SGD:
+        return h + (4 if args[3] else 2) * n
+    if kind == _optim.ADAM:
+        return h + (6 if args[3] else 5) * n
+    if kind == _optim.RMSPROP:
+        return h + (4 + bool(args[3]) + bool(args[4])) * n
+    if kind == _optim.ADAGRAD:
+        return h + 4 * n
+    if kind == _optim.NADAM:
+        return h + 6 * n
+    return h + 5 * n  # Adadelta, Adamax
+
+
+def skipped(kind, node, inputs):
+    """True when the node was given a found_inf input that is nonzero now: the whole update is skipped then,
+    state and step counters included (a NaN counts as nonzero, as torch's `found_inf.item() != 0`)."""
+    k = fixed_inputs(kind, node.args)
+    return len(inputs) > k and np_view(inputs[k]).reshape(-1)[0] != 0
+
+
 def _hyper_rows(inputs, n_hyper):
     return [np_view(inputs[i]).reshape(-1).tolist() for i in range(n_hyper)]
 
@@ -25,6 +49,8 @@ def sgd_update(node, inputs, outputs):
     """inputs: hyper tensors [lr, momentum, dampening, weight_decay] (H of them), then params, grads and, with
     momentum, momentum buffers and "fresh" flags (a buffer whose flag is set takes the gradient as is, as
     torch's first step does; the kernel clears the flag)."""
+    if skipped(_optim.SGD, node, inputs):
+        return
     rest = _optim.run(_optim.SGD, node, inputs)
     if rest:
         _sgd_numpy(node, inputs, rest)
@@ -33,6 +59,8 @@ def sgd_update(node, inputs, outputs):
 def adam_update(node, inputs, outputs):
     """inputs: hyper tensors [lr, beta1, beta2, eps, weight_decay] (H of them), then params, grads, exp_avgs,
     exp_avg_sqs, step counters (incremented here) and, with amsgrad, max_exp_avg_sqs."""
+    if skipped(_optim.ADAM, node, inputs):
+        return
     rest = _optim.run(_optim.ADAM, node, inputs)
     if rest:
         _adam_numpy(node, inputs, rest)
