@@ -38,7 +38,7 @@ def _optimizers(kind, pm, tm):
     )
 
 
-def _torch_run(kind, clip):
+def _torch_run(kind, clip, fp16=False):
     _, tm, x, y = _models()
     _, topt = _optimizers(kind, plast.nn.Linear(1, 1), tm)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=3)
@@ -46,7 +46,8 @@ def _torch_run(kind, clip):
     out = []
     for i in range(STEPS):
         topt.zero_grad()
-        loss = torch.nn.functional.mse_loss(tm(x), y) * BAD.get(i, 1.0)
+        with torch.autocast("cpu", dtype=torch.float16, enabled=fp16):
+            loss = torch.nn.functional.mse_loss(tm(x), y) * BAD.get(i, 1.0)
         scaler.scale(loss).backward()
         if clip:
             scaler.unscale_(topt)
@@ -58,14 +59,15 @@ def _torch_run(kind, clip):
     return out
 
 
-def _plast_run(kind, clip, jit):
+def _plast_run(kind, clip, jit, fp16=False):
     pm, tm, x, y = _models()
     popt, _ = _optimizers(kind, pm, tm)
     scaler = plast.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=3)
 
     def step(x, y, bad):
         popt.zero_grad()
-        loss = F.mse_loss(pm(x), y) * bad
+        with plast.autocast("cpu", dtype=plast.float16, enabled=fp16):
+            loss = F.mse_loss(pm(x), y) * bad
         scaler.scale(loss).backward()
         if clip:
             scaler.unscale_(popt)
@@ -135,3 +137,16 @@ def test_state_dict_round_trip_and_torch_keys():
     other = plast.amp.GradScaler()
     other.load_state_dict({**scaler.state_dict(), "_growth_tracker": 2, "scale": torch.tensor(4.0)})
     assert other.get_scale() == 4.0 and other.state_dict()["_growth_tracker"] == 2
+
+
+@pytest.mark.parametrize("kind", ["adam", "sgd_momentum"])
+def test_float16_autocast_jitted_step_as_torch(kind):
+    """The same under float16 autocast (products in float16, as torch's CPU autocast): the same skipped steps,
+    scales and trackers; parameters to float16 accuracy."""
+    want = _torch_run(kind, True, fp16=True)
+    got, fn = _plast_run(kind, True, True, fp16=True)
+    for i, ((pp, ps, pg), (tp, ts, tg)) in enumerate(zip(got, want)):
+        assert (ps, pg) == (ts, tg), (i, ps, pg, ts, tg)
+        for a, b in zip(pp, tp):
+            np.testing.assert_allclose(a, b, rtol=1e-2, atol=2e-3, err_msg=f"step {i}")
+    assert fn.traces == 1
