@@ -150,3 +150,10 @@ def test_float16_autocast_jitted_step_as_torch(kind):
         for a, b in zip(pp, tp):
             np.testing.assert_allclose(a, b, rtol=1e-2, atol=2e-3, err_msg=f"step {i}")
     assert fn.traces == 1
+
+
+@pytest.mark.skipif(plast.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_scaler_without_cuda_disables_itself_as_torch():
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        s = plast.amp.GradScaler("cuda")
+    assert not s.is_enabled() and s.get_scale() == 1.0

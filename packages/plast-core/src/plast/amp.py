@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 from . import compiler
 from ._core import autocast_state as _state
+from ._core import cuda_driver as _cuda_driver
 from ._core import dtypes
 from ._core.grad_mode import no_grad
 from .ops.creation import full as _full
@@ -131,12 +133,17 @@ class GradScaler:
             raise ValueError(f"GradScaler: growth_interval must be a positive int, got {growth_interval}")
         self._device = _device_type(device)
         self._enabled = bool(enabled)
+        if self._enabled and self._device == "cuda" and not _cuda_driver.is_available():
+            # torch's behaviour: a CUDA scaler without CUDA warns and passes everything through
+            warnings.warn("GradScaler is enabled, but CUDA is not available. Disabling.", stacklevel=2)
+            self._enabled = False
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
         self._growth_interval = int(growth_interval)
         # written in place by update(), so a jitted step's plan reads the current values on every replay
-        self._scale = _full((), float(init_scale), dtype=dtypes.float32, device=self._device)
-        self._growth_tracker = _zeros((), dtype=dtypes.int32, device=self._device)
+        device = self._device if self._enabled else "cpu"
+        self._scale = _full((), float(init_scale), dtype=dtypes.float32, device=device)
+        self._growth_tracker = _zeros((), dtype=dtypes.int32, device=device)
         self._per_optimizer = {}  # id(optimizer) -> {"unscaled": bool, "found_inf": tensor, "stepped": bool}
 
     def is_enabled(self):
