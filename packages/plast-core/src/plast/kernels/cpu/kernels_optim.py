@@ -19,7 +19,8 @@ from .kernels import np_view
 
 def fixed_inputs(kind, args):
     """How many inputs an update node of `kind` (an _optim kind) has before its optional found_inf (the last
-    input, ops/optim.py); the CUDA launchers use it too."""
+    input, ops/optim.py), for the CUDA launchers (the C path's Plan knows it; `_optim.run` returns None, so
+    neither it nor the numpy fallback updates anything, while found_inf is nonzero)."""
     n, h = args[0], args[1]
     if kind == _optim.SGD:
         return h + (4 if args[3] else 2) * n
@@ -34,13 +35,6 @@ def fixed_inputs(kind, args):
     return h + 5 * n  # Adadelta, Adamax
 
 
-def skipped(kind, node, inputs):
-    """True when the node was given a found_inf input that is nonzero now: the whole update is skipped then,
-    state and step counters included (a NaN counts as nonzero, as torch's `found_inf.item() != 0`)."""
-    k = fixed_inputs(kind, node.args)
-    return len(inputs) > k and np_view(inputs[k]).reshape(-1)[0] != 0
-
-
 def _hyper_rows(inputs, n_hyper):
     return [np_view(inputs[i]).reshape(-1).tolist() for i in range(n_hyper)]
 
@@ -49,8 +43,6 @@ def sgd_update(node, inputs, outputs):
     """inputs: hyper tensors [lr, momentum, dampening, weight_decay] (H of them), then params, grads and, with
     momentum, momentum buffers and "fresh" flags (a buffer whose flag is set takes the gradient as is, as
     torch's first step does; the kernel clears the flag)."""
-    if skipped(_optim.SGD, node, inputs):
-        return
     rest = _optim.run(_optim.SGD, node, inputs)
     if rest:
         _sgd_numpy(node, inputs, rest)
@@ -59,8 +51,6 @@ def sgd_update(node, inputs, outputs):
 def adam_update(node, inputs, outputs):
     """inputs: hyper tensors [lr, beta1, beta2, eps, weight_decay] (H of them), then params, grads, exp_avgs,
     exp_avg_sqs, step counters (incremented here) and, with amsgrad, max_exp_avg_sqs."""
-    if skipped(_optim.ADAM, node, inputs):
-        return
     rest = _optim.run(_optim.ADAM, node, inputs)
     if rest:
         _adam_numpy(node, inputs, rest)

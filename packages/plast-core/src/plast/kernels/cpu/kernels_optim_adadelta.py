@@ -6,14 +6,11 @@ import numpy as np
 
 from . import _optim
 from .kernels import np_view
-from .kernels_optim import skipped
 
 
 def adadelta_update(node, inputs, outputs):
     """inputs: hyper tensors [lr, rho, eps, weight_decay] (H of them), then params, grads, square_avgs,
     acc_deltas and step counters (incremented here)."""
-    if skipped(_optim.ADADELTA, node, inputs):
-        return
     rest = _optim.run(_optim.ADADELTA, node, inputs)
     if rest:
         _adadelta_numpy(node, inputs, rest)

@@ -6,14 +6,11 @@ import numpy as np
 
 from . import _optim
 from .kernels import np_view
-from .kernels_optim import skipped
 
 
 def adagrad_update(node, inputs, outputs):
     """inputs: hyper tensors [lr, lr_decay, weight_decay, eps] (H of them), then params, grads, state sums and
     step counters (incremented here)."""
-    if skipped(_optim.ADAGRAD, node, inputs):
-        return
     rest = _optim.run(_optim.ADAGRAD, node, inputs)
     if rest:
         _adagrad_numpy(node, inputs, rest)

@@ -6,14 +6,11 @@ import numpy as np
 
 from . import _optim
 from .kernels import np_view
-from .kernels_optim import skipped
 
 
 def adamax_update(node, inputs, outputs):
     """inputs: hyper tensors [lr, beta1, beta2, eps, weight_decay] (H of them), then params, grads, exp_avgs,
     exp_infs and step counters (incremented here)."""
-    if skipped(_optim.ADAMAX, node, inputs):
-        return
     rest = _optim.run(_optim.ADAMAX, node, inputs)
     if rest:
         _adamax_numpy(node, inputs, rest)

@@ -6,15 +6,12 @@ import numpy as np
 
 from . import _optim
 from .kernels import np_view
-from .kernels_optim import skipped
 
 
 def nadam_update(node, inputs, outputs):
     """inputs: hyper tensors [lr, beta1, beta2, eps, weight_decay, momentum_decay] (H of them), then params,
     grads, exp_avgs, exp_avg_sqs, step counters (incremented here) and mu_products (multiplied by this step's
     momentum coefficient here)."""
-    if skipped(_optim.NADAM, node, inputs):
-        return
     rest = _optim.run(_optim.NADAM, node, inputs)
     if rest:
         _nadam_numpy(node, inputs, rest)

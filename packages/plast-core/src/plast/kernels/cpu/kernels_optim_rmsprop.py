@@ -6,14 +6,11 @@ import numpy as np
 
 from . import _optim
 from .kernels import np_view
-from .kernels_optim import skipped
 
 
 def rmsprop_update(node, inputs, outputs):
     """inputs: hyper tensors [lr, alpha, eps, weight_decay, momentum] (H of them), then params, grads,
     square_avgs, step counters (incremented here) and, if present, momentum buffers and grad_avgs."""
-    if skipped(_optim.RMSPROP, node, inputs):
-        return
     rest = _optim.run(_optim.RMSPROP, node, inputs)
     if rest:
         _rmsprop_numpy(node, inputs, rest)
