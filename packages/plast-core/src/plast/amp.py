@@ -114,6 +114,15 @@ class GradScaler:
     ``update`` computes the new scale with ``where``. So the four calls work inside one ``@plast.jit`` step: the
     plan is traced once and each replay skips, backs off or grows by the values it computes. Other optimizers get
     torch's eager behaviour (a Python branch on ``found_inf``), which a jitted step cannot take.
+
+    >>> scaler = plast.amp.GradScaler(init_scale=8.0)
+    >>> w = plast.ones(2, requires_grad=True)
+    >>> scaler.scale((w * w).sum()).backward()
+    >>> w.grad.tolist()
+    [16.0, 16.0]
+    >>> scaler.update(new_scale=4.0)
+    >>> scaler.get_scale(), scaler.state_dict()["_growth_tracker"]
+    (4.0, 0)
     """
 
     def __init__(
