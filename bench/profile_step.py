@@ -38,7 +38,10 @@ CATEGORIES = [
     ("softmax + cross-entropy", r"softmax|cross_entropy|nll_loss|xent"),
     ("GELU", r"gelu"),
     ("embedding", r"embedding"),
-    ("copies and layout", r"copy|contiguous|clone|^aten::cat$|^cat|stack|transpose|permute|index|gather|scatter"),
+    (
+        "copies and layout",
+        r"copy|contiguous|clone|^aten::cat$|^cat|stack|transpose|permute|index|gather|scatter",
+    ),
     ("reductions", r"sum|mean|max|min|norm"),
     (
         "framework (dispatch, autograd, views)",
@@ -111,7 +114,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=20, help="profiled steps per framework")
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=4, help="the profiled steps are split into this many rounds")
+    ap.add_argument(
+        "--rounds", type=int, default=4, help="the profiled steps are split into this many rounds"
+    )
     ap.add_argument("--top", type=int, default=12, help="rows of each framework's own table")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
@@ -131,7 +136,12 @@ def main():
         pw = wp.build_train(args.workload, w, state, data, jit=jit)
         frameworks[pw.label] = pw
 
-    result = {"workload": args.workload, "threads": args.threads, "steps": args.steps, "cpu": harness._cpu_name()}
+    result = {
+        "workload": args.workload,
+        "threads": args.threads,
+        "steps": args.steps,
+        "cpu": harness._cpu_name(),
+    }
     for fw in frameworks.values():
         for _ in range(args.warmup):
             fw.step()
@@ -157,9 +167,15 @@ def main():
         }
 
     labels = list(frameworks)
-    print(f"# {args.workload}, {args.threads} thread(s), {args.steps} profiled steps; CPU: {result['cpu']}; "
-          f"{platform.python_implementation()} {platform.python_version()}")
-    head = f"{'ms per step':<40}" + "".join(f"{lb:>12}" for lb in labels) + f"{'plast/torch':>13}{'jit/torch':>11}"
+    print(
+        f"# {args.workload}, {args.threads} thread(s), {args.steps} profiled steps; CPU: {result['cpu']}; "
+        f"{platform.python_implementation()} {platform.python_version()}"
+    )
+    head = (
+        f"{'ms per step':<40}"
+        + "".join(f"{lb:>12}" for lb in labels)
+        + f"{'plast/torch':>13}{'jit/torch':>11}"
+    )
     print(head)
     print("-" * len(head))
     for cat in ORDER:
@@ -172,7 +188,11 @@ def main():
     print("-" * len(head))
     for key, name in (("profiled_step_ms", "step, profiled"), ("step_ms", "step, not profiled (median)")):
         vals = [result[lb][key] for lb in labels]
-        print(f"{name:<40}" + "".join(f"{v:>12.2f}" for v in vals) + f"{vals[1] / vals[0]:>13.2f}{vals[2] / vals[0]:>11.2f}")
+        print(
+            f"{name:<40}"
+            + "".join(f"{v:>12.2f}" for v in vals)
+            + f"{vals[1] / vals[0]:>13.2f}{vals[2] / vals[0]:>11.2f}"
+        )
     for lb in labels:
         print(f"\n## {lb}: top {args.top} rows (ms per step, category)")
         for k, v in list(result[lb]["rows"].items())[: args.top]:

@@ -335,29 +335,34 @@ def _segments():
         vs = [plast.zeros(5, 3), plast.zeros(7)]
         steps = [plast.zeros((), dtype=plast.float64) for _ in ps]
         h = plast.tensor([1e-2, 0.9, 0.999, 1e-8, 0.01], dtype=plast.float64)
-        for _ in range(2):
-            plast.adam_update_(ps, gs, ms, vs, steps, h, decoupled_weight_decay=True)
+        # each update once without GradScaler's found_inf and once with it (set: the kernels skip)
+        fis = [None, plast.ones(1)]
+        for fi in fis:
+            plast.adam_update_(ps, gs, ms, vs, steps, h, decoupled_weight_decay=True, found_inf=fi)
         bufs = [plast.zeros(5, 3), plast.zeros(7)]
         hs = plast.tensor([0.1, 0.9, 0.0, 0.0], dtype=plast.float64)
-        for _ in range(2):
-            plast.sgd_update_(ps, gs, bufs, hs, nesterov=True)
+        for fi in fis:
+            plast.sgd_update_(ps, gs, bufs, hs, nesterov=True, found_inf=fi)
         sqs, rsteps = [plast.zeros(5, 3), plast.zeros(7)], [plast.zeros((), dtype=plast.float64) for _ in ps]
         mbufs, gavgs = [plast.zeros(5, 3), plast.zeros(7)], [plast.zeros(5, 3), plast.zeros(7)]
         hr = plast.tensor([1e-2, 0.99, 1e-8, 0.01, 0.9], dtype=plast.float64)
-        for _ in range(2):
-            plast.rmsprop_update_(ps, gs, sqs, rsteps, hr, momentum_buffers=mbufs, grad_avgs=gavgs)
-            plast.rmsprop_update_(ps, gs, sqs, rsteps, hr, maximize=True)
+        for fi in fis:
+            plast.rmsprop_update_(
+                ps, gs, sqs, rsteps, hr, momentum_buffers=mbufs, grad_avgs=gavgs, found_inf=fi
+            )
+            plast.rmsprop_update_(ps, gs, sqs, rsteps, hr, maximize=True, found_inf=fi)
         s1, s2 = [plast.zeros(5, 3), plast.zeros(7)], [plast.zeros(5, 3), plast.zeros(7)]
         st = [plast.zeros((), dtype=plast.float64) for _ in ps]
         mus = [plast.ones(()), plast.ones((), dtype=plast.float64)]
-        for _ in range(2):
+        for fi in fis:
             plast.adadelta_update_(
-                ps, gs, s1, s2, st, plast.tensor([1.0, 0.9, 1e-6, 0.01], dtype=plast.float64)
+                ps, gs, s1, s2, st, plast.tensor([1.0, 0.9, 1e-6, 0.01], dtype=plast.float64), found_inf=fi
             )
-            plast.adagrad_update_(ps, gs, s1, st, plast.tensor([0.01, 0.01, 0.0, 1e-10], dtype=plast.float64))
-            plast.adamax_update_(ps, gs, s1, s2, st, h, maximize=True)
+            hg = plast.tensor([0.01, 0.01, 0.0, 1e-10], dtype=plast.float64)
+            plast.adagrad_update_(ps, gs, s1, st, hg, found_inf=fi)
+            plast.adamax_update_(ps, gs, s1, s2, st, h, maximize=True, found_inf=fi)
             hn = plast.tensor([2e-3, 0.9, 0.999, 1e-8, 0.01, 4e-3], dtype=plast.float64)
-            plast.nadam_update_(ps, gs, s1, s2, st, mus, hn, decoupled_weight_decay=True)
+            plast.nadam_update_(ps, gs, s1, s2, st, mus, hn, decoupled_weight_decay=True, found_inf=fi)
         return ps
 
     def extra():

@@ -222,11 +222,13 @@ def test_a_damaged_run_json_is_a_config_error(tmp_path):
 
 def test_bf16_and_fp16_precision(tmp_path):
     """train.precision: bf16 trains under autocast (jitted, resumable bit for bit), fp16 with a GradScaler
-    (eager; its state is checkpointed); both learn about as fp32 does, and the run store records the choice."""
+    (jitted, and eager to the same losses; its state is checkpointed); both learn about as fp32 does, and the run
+    store records the choice."""
     f32 = _fit(tmp_path, "run.name=f32", **{"train.max_steps": 20})
     bf16 = _fit(tmp_path, "run.name=bf16", "train.precision=bf16", **{"train.max_steps": 20})
-    fp16 = _fit(
-        tmp_path, "run.name=fp16", "train.precision=fp16", "train.jit=false", **{"train.max_steps": 20}
+    fp16 = _fit(tmp_path, "run.name=fp16", "train.precision=fp16", **{"train.max_steps": 20})
+    fp16_eager = _fit(
+        tmp_path, "run.name=fp16-eager", "train.precision=fp16", "train.jit=false", **{"train.max_steps": 20}
     )
     losses = {r.run_id: _series(tmp_path, r.run_id)["val_loss"].value[-1] for r in (f32, bf16, fp16)}
     assert losses[bf16.run_id] != losses[f32.run_id]  # it did compute in bfloat16
@@ -235,7 +237,9 @@ def test_bf16_and_fp16_precision(tmp_path):
     db = Tracker(tmp_path / "runs.db")
     precision = {r["name"]: r["config"]["train"]["precision"] for r in db.runs()}
     db.close()
-    assert precision == {"f32": "fp32", "bf16": "bf16", "fp16": "fp16"}
+    assert precision == {"f32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp16-eager": "fp16"}
+    eager_losses = _series(tmp_path, fp16_eager.run_id)["val_loss"].value
+    np.testing.assert_allclose(_series(tmp_path, fp16.run_id)["val_loss"].value, eager_losses, rtol=1e-4)
     from plast.experiment.checkpoint import load_checkpoint
 
     state = load_checkpoint(fp16.run_dir).load_state()
@@ -247,9 +251,13 @@ def test_bf16_and_fp16_precision(tmp_path):
     _assert_same_run(tmp_path, bf16, resumed)
 
 
-def test_fp16_needs_eager_steps(tmp_path):
-    with pytest.raises(ConfigError, match="train.precision=fp16 needs train.jit=false"):
-        load_config(overrides=tiny_overrides(tmp_path) + ["train.precision=fp16"])
+def test_fp16_with_diloco_needs_eager_steps(tmp_path):
+    load_config(overrides=tiny_overrides(tmp_path) + ["train.precision=fp16"])  # jitted: fine
+    with pytest.raises(ConfigError, match="train.strategy=diloco needs train.jit=false"):
+        load_config(
+            overrides=tiny_overrides(tmp_path)
+            + ["train.precision=fp16", "train.nproc=2", "train.strategy=diloco"]
+        )
     with pytest.raises(ConfigError, match="train.precision must be fp32, bf16 or fp16"):
         load_config(overrides=tiny_overrides(tmp_path) + ["train.precision=fp8"])
 

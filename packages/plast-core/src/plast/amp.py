@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 from . import compiler
 from ._core import autocast_state as _state
+from ._core import cuda_driver as _cuda_driver
 from ._core import dtypes
-from ._core.errors import JitError
 from ._core.grad_mode import no_grad
+from .ops.creation import full as _full
+from .ops.creation import zeros as _zeros
+from .ops.creation import zeros_like as _zeros_like
+from .ops.pointwise import where as _where
 from .ops.shape import stack as _stack
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "GradScaler"]
@@ -103,8 +108,21 @@ class GradScaler:
     ones). ``unscale_(optimizer)`` before gradient clipping, as in torch. The optimizer is any object with
     ``param_groups`` and ``step()`` (plast.optim's).
 
-    Not yet under ``@plast.jit``: a jitted step cannot decide in Python whether to skip, and the skip is not yet
-    data in the replayed plan; call ``step``/``update`` outside the jitted function.
+    The scale and the growth tracker are tensors (0-d float32 and int32, as torch's), and every decision is data:
+    ``unscale_`` computes ``found_inf`` with tensor ops, ``step`` hands it to an optimizer that says
+    ``_step_supports_amp_scaling`` (plast.optim's fused ones: their update ops skip while it is nonzero) and
+    ``update`` computes the new scale with ``where``. So the four calls work inside one ``@plast.jit`` step: the
+    plan is traced once and each replay skips, backs off or grows by the values it computes. Other optimizers get
+    torch's eager behaviour (a Python branch on ``found_inf``), which a jitted step cannot take.
+
+    >>> scaler = plast.amp.GradScaler(init_scale=8.0)
+    >>> w = plast.ones(2, requires_grad=True)
+    >>> scaler.scale((w * w).sum()).backward()
+    >>> w.grad.tolist()
+    [16.0, 16.0]
+    >>> scaler.update(new_scale=4.0)
+    >>> scaler.get_scale(), scaler.state_dict()["_growth_tracker"]
+    (4.0, 0)
     """
 
     def __init__(
@@ -124,18 +142,25 @@ class GradScaler:
             raise ValueError(f"GradScaler: growth_interval must be a positive int, got {growth_interval}")
         self._device = _device_type(device)
         self._enabled = bool(enabled)
-        self._scale = float(init_scale)
+        if self._enabled and self._device == "cuda" and not _cuda_driver.is_available():
+            # torch's behaviour: a CUDA scaler without CUDA warns and passes everything through
+            warnings.warn("GradScaler is enabled, but CUDA is not available. Disabling.", stacklevel=2)
+            self._enabled = False
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
         self._growth_interval = int(growth_interval)
-        self._growth_tracker = 0
-        self._per_optimizer = {}  # id(optimizer) -> {"unscaled": bool, "found_inf": bool, "stepped": bool}
+        # written in place by update(), so a jitted step's plan reads the current values on every replay
+        device = self._device if self._enabled else "cpu"
+        self._scale = _full((), float(init_scale), dtype=dtypes.float32, device=device)
+        self._growth_tracker = _zeros((), dtype=dtypes.int32, device=device)
+        self._per_optimizer = {}  # id(optimizer) -> {"unscaled": bool, "found_inf": tensor, "stepped": bool}
 
     def is_enabled(self):
         return self._enabled
 
     def get_scale(self):
-        return self._scale if self._enabled else 1.0
+        """The current scale as a Python float (reads the tensor: not inside a jitted step)."""
+        return self._scale.item() if self._enabled else 1.0
 
     def get_growth_factor(self):
         return self._growth_factor
@@ -146,8 +171,11 @@ class GradScaler:
     def get_growth_interval(self):
         return self._growth_interval
 
+    def _get_growth_tracker(self):
+        return int(self._growth_tracker.item()) if self._enabled else 0
+
     def scale(self, outputs):
-        """outputs (a tensor, or lists/tuples of them) multiplied by the scale."""
+        """outputs (a tensor, or lists/tuples of them) multiplied by the scale tensor."""
         if not self._enabled:
             return outputs
         if isinstance(outputs, (list, tuple)):
@@ -155,20 +183,18 @@ class GradScaler:
         return outputs * self._scale
 
     def _state(self, optimizer):
-        return self._per_optimizer.setdefault(id(optimizer), {"unscaled": False, "found_inf": False})
+        return self._per_optimizer.setdefault(id(optimizer), {"unscaled": False, "found_inf": None})
 
     def unscale_(self, optimizer):
-        """Divide the optimizer's gradients by the scale, in place, and note whether any is inf or NaN."""
+        """Multiply the optimizer's gradients by 1 / scale, in place, and note (as a tensor) whether any is inf
+        or NaN."""
         if not self._enabled:
             return
-        if compiler.is_compiling():
-            raise JitError(
-                "GradScaler.unscale_/step inside @plast.jit is not supported yet; call them outside"
-            )
         st = self._state(optimizer)
         if st["unscaled"]:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update()")
-        inv = 1.0 / self._scale
+        # the reciprocal in double, then float32, as torch's
+        inv = (1.0 / self._scale.double()).float()
         probes = []
         with no_grad():
             for group in optimizer.param_groups:
@@ -178,52 +204,81 @@ class GradScaler:
                         continue
                     g.mul_(inv)
                     probes.append(g.abs().amax().float() * 0.0)  # NaN exactly when g holds an inf or a NaN
-            total = _stack(probes).sum().item() if probes else 0.0  # one read for all gradients
-        st["found_inf"] = not math.isfinite(total)
+            if probes:
+                total = _stack(probes).sum()  # one check for all gradients
+                found = (total != total).float().reshape(1)
+            else:
+                found = _zeros((1,), dtype=dtypes.float32, device=self._device)
+        st["found_inf"] = found
         st["unscaled"] = True
 
     def step(self, optimizer, *args, **kwargs):
-        """unscale_ (unless done), then ``optimizer.step(*args, **kwargs)`` unless a gradient is inf or NaN."""
+        """unscale_ (unless done), then ``optimizer.step(*args, **kwargs)``, skipped when a gradient is inf or
+        NaN: by the optimizer's update ops reading found_inf when it says ``_step_supports_amp_scaling`` (the
+        step then returns its result, as torch's), else by a Python branch (eager only)."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         st = self._state(optimizer)
         if not st["unscaled"]:
             self.unscale_(optimizer)
         st["stepped"] = True
-        if st["found_inf"]:
+        if getattr(optimizer, "_step_supports_amp_scaling", False):
+            # torch's contract: the optimizer finds the tensors as attributes during step(); grad_scale is None
+            # because unscale_ has already divided the gradients
+            optimizer.grad_scale, optimizer.found_inf = None, st["found_inf"]
+            try:
+                return optimizer.step(*args, **kwargs)
+            finally:
+                del optimizer.grad_scale, optimizer.found_inf
+        if compiler.is_compiling():
+            raise NotImplementedError(
+                f"GradScaler.step inside @plast.jit needs an optimizer that skips by data "
+                f"(_step_supports_amp_scaling, as plast.optim's fused ones); {type(optimizer).__name__} would "
+                "need a Python branch on found_inf: call step/update outside the jitted function"
+            )
+        if st["found_inf"].item() != 0:
             return None
         return optimizer.step(*args, **kwargs)
 
     def update(self, new_scale=None):
-        """Adjust the scale: backoff after a step with inf/NaN gradients, growth after growth_interval clean ones
-        (or set it to new_scale, a number or a one-element tensor)."""
+        """Adjust the scale: backoff after a step with inf/NaN gradients, growth after growth_interval clean steps
+        (or set it to new_scale, a number or a one-element tensor). Tensor ops only, in place."""
         if not self._enabled:
             return
-        if new_scale is not None:
-            self._scale = float(new_scale.item() if hasattr(new_scale, "item") else new_scale)
-        else:
-            states = list(self._per_optimizer.values())
-            if not states:
-                raise RuntimeError("update(): no inf checks were recorded; call step(optimizer) first")
-            if any(s["found_inf"] for s in states):
-                self._scale *= self._backoff_factor
-                self._growth_tracker = 0
+        with no_grad():
+            if new_scale is not None:
+                if isinstance(new_scale, (int, float)):
+                    self._scale.fill_(float(new_scale))
+                else:
+                    self._scale.copy_(new_scale.reshape(()).to(self._scale.dtype))
             else:
-                self._growth_tracker += 1
-                if self._growth_tracker == self._growth_interval:
-                    self._scale *= self._growth_factor
-                    self._growth_tracker = 0
+                founds = [s["found_inf"] for s in self._per_optimizer.values() if s["found_inf"] is not None]
+                if not founds:
+                    raise RuntimeError("update(): no inf checks were recorded; call step(optimizer) first")
+                found = founds[0]
+                for f in founds[1:]:
+                    found = found + f
+                skip = (found != 0).reshape(())  # NaN != 0 too
+                tracker = self._growth_tracker + 1
+                grow = (skip == 0) & (tracker >= self._growth_interval)
+                grown = self._scale * self._growth_factor
+                # torch grows only to a finite scale (the tracker resets either way)
+                grown = _where(grown.abs() < math.inf, grown, self._scale)
+                scale = _where(skip, self._scale * self._backoff_factor, _where(grow, grown, self._scale))
+                tracker = _where(skip | grow, _zeros_like(tracker), tracker)
+                self._scale.copy_(scale)
+                self._growth_tracker.copy_(tracker)
         self._per_optimizer = {}
 
     def state_dict(self):
         if not self._enabled:
             return {}
         return {
-            "scale": self._scale,
+            "scale": self.get_scale(),
             "growth_factor": self._growth_factor,
             "backoff_factor": self._backoff_factor,
             "growth_interval": self._growth_interval,
-            "_growth_tracker": self._growth_tracker,
+            "_growth_tracker": self._get_growth_tracker(),
         }
 
     def load_state_dict(self, state_dict):
@@ -239,9 +294,10 @@ class GradScaler:
         if missing:
             raise KeyError(f"GradScaler.load_state_dict: missing {sorted(missing)}")
         value = state_dict["scale"]
-        self._scale = float(value.item() if hasattr(value, "item") else value)
+        tracker = state_dict["_growth_tracker"]
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
-        tracker = state_dict["_growth_tracker"]
-        self._growth_tracker = int(tracker.item() if hasattr(tracker, "item") else tracker)
+        with no_grad():  # in place: a jitted step traced before the load reads the loaded values
+            self._scale.fill_(float(value.item() if hasattr(value, "item") else value))
+            self._growth_tracker.fill_(int(tracker.item() if hasattr(tracker, "item") else tracker))

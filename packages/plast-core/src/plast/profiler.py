@@ -60,7 +60,13 @@ def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0, skip_first
     >>> [s(i).name for i in range(5)]
     ['NONE', 'WARMUP', 'RECORD', 'RECORD_AND_SAVE', 'NONE']
     """
-    for name, v in (("wait", wait), ("warmup", warmup), ("active", active), ("repeat", repeat), ("skip_first", skip_first)):
+    for name, v in (
+        ("wait", wait),
+        ("warmup", warmup),
+        ("active", active),
+        ("repeat", repeat),
+        ("skip_first", skip_first),
+    ):
         if not isinstance(v, int) or v < 0:
             raise ValueError(f"schedule: {name} must be an int >= 0, got {v!r}")
     if active == 0:
@@ -133,9 +139,13 @@ class EventList(list):
         self.wall_us = wall_us
         self.kernel_us = kernel_us
 
-    def table(self, sort_by: str | None = None, row_limit: int = 100, max_name_column_width: int = 55, **_ignored) -> str:
+    def table(
+        self, sort_by: str | None = None, row_limit: int = 100, max_name_column_width: int = 55, **_ignored
+    ) -> str:
         if sort_by not in _SORT_KEYS:
-            raise ValueError(f"table: sort_by must be one of {sorted(k for k in _SORT_KEYS if k)}, got {sort_by!r}")
+            raise ValueError(
+                f"table: sort_by must be one of {sorted(k for k in _SORT_KEYS if k)}, got {sort_by!r}"
+            )
         attr = _SORT_KEYS[sort_by]
         rows = sorted(self, key=lambda e: getattr(e, attr), reverse=True)
         if row_limit is not None and row_limit >= 0:
@@ -207,7 +217,9 @@ class profile:
         use_cuda=None,
     ):
         if schedule is not None and not callable(schedule):
-            raise TypeError(f"profile: schedule must be callable (see plast.profiler.schedule), got {schedule!r}")
+            raise TypeError(
+                f"profile: schedule must be callable (see plast.profiler.schedule), got {schedule!r}"
+            )
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"profile: on_trace_ready must be callable, got {on_trace_ready!r}")
         self.activities = set(activities) if activities is not None else {ProfilerActivity.CPU}
@@ -291,7 +303,9 @@ class profile:
         for k, (calls, ns) in self._rows.items():
             kernel_ns += ns
             name, shape = (k, None) if isinstance(k, str) else k
-            rows.append(FunctionEventAvg(name, calls, ns / 1e3, ns / 1e3, [shape] if shape is not None else None))
+            rows.append(
+                FunctionEventAvg(name, calls, ns / 1e3, ns / 1e3, [shape] if shape is not None else None)
+            )
         if not group_by_input_shape:
             merged: dict = {}
             for e in rows:
@@ -324,7 +338,9 @@ class profile:
         return self.key_averages()
 
     def export_chrome_trace(self, path):
-        raise NotImplementedError("plast.profiler keeps per-op totals, not a timeline: no chrome trace to export")
+        raise NotImplementedError(
+            "plast.profiler keeps per-op totals, not a timeline: no chrome trace to export"
+        )
 
     def export_stacks(self, path, metric="self_cpu_time_total"):
         raise NotImplementedError("plast.profiler does not record stacks")

@@ -7,12 +7,17 @@ computed first and storage versions go up, so a backward that would read an over
 Learning rate, momentum, betas, eps, weight decay and step counts are *input tensors* read when the kernel runs,
 never op arguments: a plan replayed by ``@plast.jit`` then follows a scheduler's learning rate and counts steps
 itself. Only structure (how many parameters, which options are on) is in the op's arguments.
+
+An optional ``found_inf`` input (GradScaler's) is read the same way: nonzero when the update runs, the update
+does nothing, so a jitted AMP step skips by data, not by Python control flow. It comes last, after the fixed
+inputs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .._core import dtypes
 from .._core.grad_mode import no_grad
 from .._core.hints import TensorBase
 from ..graph._mutation import apply_mutation
@@ -30,6 +35,21 @@ _tensor_list, _scalar_list, _hypers = _optim_args.tensor_list, _optim_args.scala
 _check_distinct, _check_devices = _optim_args.check_distinct, _optim_args.check_devices
 
 
+def _found_inf_input(found_inf, op):
+    """[found_inf] as the update's last input (the kernels find it one past their fixed inputs), or []."""
+    if found_inf is None:
+        return []
+    if not isinstance(found_inf, TensorBase):
+        raise TypeError(f"{op}: found_inf must be a tensor, got {type(found_inf).__name__}")
+    # NOTE: float32 only, so the CUDA kernels read it through one pointer type (GradScaler makes float32)
+    if found_inf.dtype is not dtypes.float32 or found_inf.numel() != 1:
+        raise ValueError(
+            f"{op}: found_inf must be a one-element float32 tensor, got {found_inf.dtype} of shape "
+            f"{tuple(found_inf.shape)}"
+        )
+    return [found_inf]
+
+
 def sgd_update_(
     params: Sequence[TensorBase],
     grads: Sequence[TensorBase],
@@ -39,6 +59,7 @@ def sgd_update_(
     fresh: Sequence[TensorBase] | None = None,
     nesterov: bool = False,
     maximize: bool = False,
+    found_inf: TensorBase | None = None,
 ) -> None:
     """SGD (torch.optim.SGD's rule) over all `params` in one in-place pass.
 
@@ -46,6 +67,9 @@ def sgd_update_(
     read when the update runs. `momentum_bufs` is None (no momentum) or one buffer per parameter; `fresh` is an
     optional list of one-element tensors, nonzero where a buffer starts now (it then takes the gradient as is,
     as in torch's first step); the update clears them.
+
+    `found_inf` (optional, a one-element float tensor from GradScaler) is read when the update runs: nonzero
+    skips the whole update, parameters, state and step counters alike.
 
     >>> p = plast.ones(2)
     >>> plast.sgd_update_([p], [plast.ones(2)], None, plast.tensor([0.5, 0.0, 0.0, 0.0], dtype=plast.float64))
@@ -71,6 +95,7 @@ def sgd_update_(
         raise ValueError(f"{op}: nesterov needs momentum buffers")
     else:
         mutated = list(range(len(hs), len(hs) + n))
+    inputs += _found_inf_input(found_inf, op)
     _check_distinct(params, op)
     _check_devices(op, inputs)
     args = (n, len(hs), hidx, momentum_bufs is not None, bool(nesterov), bool(maximize))
@@ -89,12 +114,17 @@ def adam_update_(
     decoupled_weight_decay: bool = False,
     max_exp_avg_sqs: Sequence[TensorBase] | None = None,
     maximize: bool = False,
+    *,
+    found_inf: TensorBase | None = None,
 ) -> None:
     """Adam / AdamW (torch.optim.Adam's rule, bias-corrected) over all `params` in one in-place pass.
 
     `hyper` is a float tensor [lr, beta1, beta2, eps, weight_decay] (or a list of them, one per parameter);
     `step` is a list of one-element float tensors, one per parameter, that the update increments before using
     (as torch's ``state['step']``). With ``decoupled_weight_decay`` the decay is AdamW's ``p *= 1 - lr * wd``.
+
+    `found_inf` (optional, a one-element float tensor from GradScaler) is read when the update runs: nonzero
+    skips the whole update, parameters, state and step counters alike.
 
     >>> p, g = plast.ones(2), plast.ones(2)
     >>> m, v, s = plast.zeros(2), plast.zeros(2), plast.zeros((), dtype=plast.float64)
@@ -120,6 +150,7 @@ def adam_update_(
         inputs += _tensor_list(max_exp_avg_sqs, n, op, "max_exp_avg_sqs", same_shape_as=params)
     h = len(hs)
     mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    inputs += _found_inf_input(found_inf, op)
     _check_distinct(params, op)
     _check_devices(op, inputs)
     args = (n, h, hidx, bool(amsgrad), bool(decoupled_weight_decay), bool(maximize))

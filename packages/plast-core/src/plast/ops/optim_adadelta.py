@@ -13,7 +13,7 @@ from .._core.grad_mode import no_grad
 from .._core.hints import TensorBase
 from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim_adadelta as K
-from .optim import _check_devices, _check_distinct, _hypers, _scalar_list, _tensor_list
+from .optim import _check_devices, _check_distinct, _found_inf_input, _hypers, _scalar_list, _tensor_list
 from .registry import register
 
 ADADELTA_UPDATE = register("adadelta_update", cpu=K.adadelta_update)
@@ -28,6 +28,7 @@ def adadelta_update_(
     hyper: TensorBase | Sequence[TensorBase],
     *,
     maximize: bool = False,
+    found_inf: TensorBase | None = None,
 ) -> None:
     """Adadelta over all `params` in one in-place pass: ``square_avg = rho * square_avg + (1 - rho) * g^2``,
     ``delta = sqrt(acc_delta + eps) / sqrt(square_avg + eps) * g``, ``acc_delta = rho * acc_delta + (1 - rho) *
@@ -35,6 +36,9 @@ def adadelta_update_(
 
     `hyper` is a float tensor [lr, rho, eps, weight_decay] (or one per parameter); `step` is a list of
     one-element counters the update increments.
+
+    `found_inf` (optional, a one-element float tensor from GradScaler) is read when the update runs: nonzero
+    skips the whole update, parameters, state and step counters alike.
 
     >>> p, g, s, a = plast.ones(2), plast.ones(2), plast.zeros(2), plast.zeros(2)
     >>> n = plast.zeros((), dtype=plast.float64)
@@ -55,6 +59,7 @@ def adadelta_update_(
     inputs = hs + params + grads + square_avgs + acc_deltas + steps
     h = len(hs)
     mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    inputs += _found_inf_input(found_inf, op)
     _check_distinct(params, op)
     _check_devices(op, inputs)
     with no_grad():

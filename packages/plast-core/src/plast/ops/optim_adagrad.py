@@ -13,7 +13,7 @@ from .._core.grad_mode import no_grad
 from .._core.hints import TensorBase
 from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim_adagrad as K
-from .optim import _check_devices, _check_distinct, _hypers, _scalar_list, _tensor_list
+from .optim import _check_devices, _check_distinct, _found_inf_input, _hypers, _scalar_list, _tensor_list
 from .registry import register
 
 ADAGRAD_UPDATE = register("adagrad_update", cpu=K.adagrad_update)
@@ -27,12 +27,16 @@ def adagrad_update_(
     hyper: TensorBase | Sequence[TensorBase],
     *,
     maximize: bool = False,
+    found_inf: TensorBase | None = None,
 ) -> None:
     """Adagrad over all `params` in one in-place pass: ``sum += g^2``, ``p -= clr * g / (sqrt(sum) + eps)`` with
     ``clr = lr / (1 + (step - 1) * lr_decay)``, `step` counted after the update increments it.
 
     `hyper` is a float tensor [lr, lr_decay, weight_decay, eps] (or one per parameter); `step` is a list of
     one-element counters. (torch's ``initial_accumulator_value`` is where the caller starts each sum.)
+
+    `found_inf` (optional, a one-element float tensor from GradScaler) is read when the update runs: nonzero
+    skips the whole update, parameters, state and step counters alike.
 
     >>> p, g, s, n = plast.ones(2), plast.ones(2), plast.zeros(2), plast.zeros((), dtype=plast.float64)
     >>> plast.adagrad_update_([p], [g], [s], [n], plast.tensor([0.1, 0.0, 0.0, 1e-10], dtype=plast.float64))
@@ -51,6 +55,7 @@ def adagrad_update_(
     inputs = hs + params + grads + state_sums + steps
     h = len(hs)
     mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    inputs += _found_inf_input(found_inf, op)
     _check_distinct(params, op)
     _check_devices(op, inputs)
     with no_grad():

@@ -13,7 +13,7 @@ from .._core.grad_mode import no_grad
 from .._core.hints import TensorBase
 from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim_adamax as K
-from .optim import _check_devices, _check_distinct, _hypers, _scalar_list, _tensor_list
+from .optim import _check_devices, _check_distinct, _found_inf_input, _hypers, _scalar_list, _tensor_list
 from .registry import register
 
 ADAMAX_UPDATE = register("adamax_update", cpu=K.adamax_update)
@@ -28,6 +28,7 @@ def adamax_update_(
     hyper: TensorBase | Sequence[TensorBase],
     *,
     maximize: bool = False,
+    found_inf: TensorBase | None = None,
 ) -> None:
     """Adamax (Adam with the infinity norm) over all `params` in one in-place pass: ``exp_avg = lerp(exp_avg, g,
     1 - beta1)``, ``exp_inf = max(beta2 * exp_inf, |g| + eps)``, ``p -= lr / (1 - beta1^step) * exp_avg /
@@ -35,6 +36,9 @@ def adamax_update_(
 
     `hyper` is a float tensor [lr, beta1, beta2, eps, weight_decay] (or one per parameter); `step` is a list of
     one-element counters the update increments before using.
+
+    `found_inf` (optional, a one-element float tensor from GradScaler) is read when the update runs: nonzero
+    skips the whole update, parameters, state and step counters alike.
 
     >>> p, g, m, u = plast.ones(2), plast.ones(2), plast.zeros(2), plast.zeros(2)
     >>> n = plast.zeros((), dtype=plast.float64)
@@ -56,6 +60,7 @@ def adamax_update_(
     inputs = hs + params + grads + exp_avgs + exp_infs + steps
     h = len(hs)
     mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    inputs += _found_inf_input(found_inf, op)
     _check_distinct(params, op)
     _check_devices(op, inputs)
     with no_grad():

@@ -14,7 +14,7 @@ from .._core.grad_mode import no_grad
 from .._core.hints import TensorBase
 from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim_nadam as K
-from .optim import _check_devices, _check_distinct, _hypers, _scalar_list, _tensor_list
+from .optim import _check_devices, _check_distinct, _found_inf_input, _hypers, _scalar_list, _tensor_list
 from .registry import register
 
 NADAM_UPDATE = register("nadam_update", cpu=K.nadam_update)
@@ -31,6 +31,7 @@ def nadam_update_(
     *,
     decoupled_weight_decay: bool = False,
     maximize: bool = False,
+    found_inf: TensorBase | None = None,
 ) -> None:
     """NAdam (Adam with Nesterov momentum) over all `params` in one in-place pass, with the momentum schedule
     ``mu_t = beta1 * (1 - 0.5 * 0.96^(t * momentum_decay))``; ``decoupled_weight_decay`` decays the parameter as
@@ -40,6 +41,9 @@ def nadam_update_(
     `step` and `mu_products` are lists of one-element tensors (torch's ``state['step']`` and
     ``state['mu_product']``): the update increments each step and multiplies each product by ``mu_t``, in that
     tensor's own dtype.
+
+    `found_inf` (optional, a one-element float tensor from GradScaler) is read when the update runs: nonzero
+    skips the whole update, parameters, state and step counters alike.
 
     >>> p, g, m, v = plast.ones(2), plast.ones(2), plast.zeros(2), plast.zeros(2)
     >>> n, mp = plast.zeros((), dtype=plast.float64), plast.ones(())
@@ -62,6 +66,7 @@ def nadam_update_(
     inputs = hs + params + grads + exp_avgs + exp_avg_sqs + steps + mu_products
     h = len(hs)
     mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    inputs += _found_inf_input(found_inf, op)
     _check_distinct(params, op)
     _check_devices(op, inputs)
     args = (n, h, hidx, bool(decoupled_weight_decay), bool(maximize))

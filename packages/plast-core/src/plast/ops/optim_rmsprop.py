@@ -13,7 +13,7 @@ from .._core.grad_mode import no_grad
 from .._core.hints import TensorBase
 from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim_rmsprop as K
-from .optim import _check_devices, _check_distinct, _hypers, _scalar_list, _tensor_list
+from .optim import _check_devices, _check_distinct, _found_inf_input, _hypers, _scalar_list, _tensor_list
 from .registry import register
 
 RMSPROP_UPDATE = register("rmsprop_update", cpu=K.rmsprop_update)
@@ -29,6 +29,7 @@ def rmsprop_update_(
     momentum_buffers: Sequence[TensorBase] | None = None,
     grad_avgs: Sequence[TensorBase] | None = None,
     maximize: bool = False,
+    found_inf: TensorBase | None = None,
 ) -> None:
     """RMSprop over all `params` in one in-place pass: ``square_avg = alpha * square_avg + (1 - alpha) * g^2``,
     ``avg = sqrt(square_avg - grad_avg^2 if centered else square_avg) + eps``, then ``p -= lr * g / avg`` or,
@@ -36,6 +37,9 @@ def rmsprop_update_(
 
     `hyper` is a float tensor [lr, alpha, eps, weight_decay, momentum] (or one per parameter); `step` is a list
     of one-element counters the update increments; `grad_avgs` (one per parameter) turns on the centered form.
+
+    `found_inf` (optional, a one-element float tensor from GradScaler) is read when the update runs: nonzero
+    skips the whole update, parameters, state and step counters alike.
 
     >>> p, g, s, n = plast.ones(2), plast.ones(2), plast.zeros(2), plast.zeros((), dtype=plast.float64)
     >>> h = plast.tensor([0.1, 0.99, 1e-8, 0.0, 0.0], dtype=plast.float64)
@@ -60,6 +64,7 @@ def rmsprop_update_(
         inputs += _tensor_list(grad_avgs, n, op, "grad_avgs", same_shape_as=params)
     h = len(hs)
     mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    inputs += _found_inf_input(found_inf, op)
     _check_distinct(params, op)
     _check_devices(op, inputs)
     args = (n, h, hidx, has_mom, centered, bool(maximize))

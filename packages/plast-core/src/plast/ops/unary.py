@@ -119,7 +119,9 @@ def _gelu_erf_grad2(node, x, g):
     return mul(g, mul(phi, sub(2.0, mul(x, x))))
 
 
-GELU_TANH_GRAD = register("gelu_tanh_grad", cpu=cpu.unary, chain="gelu_tanh_grad", backward=_bw(_gelu_tanh_grad2))
+GELU_TANH_GRAD = register(
+    "gelu_tanh_grad", cpu=cpu.unary, chain="gelu_tanh_grad", backward=_bw(_gelu_tanh_grad2)
+)
 GELU_ERF_GRAD = register("gelu_erf_grad", cpu=cpu.unary, chain="gelu_erf_grad", backward=_bw(_gelu_erf_grad2))
 GELU_TANH = register(
     "gelu_tanh",

@@ -21,6 +21,7 @@ class Adadelta(Optimizer):
     """
 
     _hyper_keys = ("lr", "rho", "eps", "weight_decay")
+    _step_supports_amp_scaling = True  # GradScaler hands found_inf to the update ops (optimizer.py)
 
     def __init__(
         self,
@@ -74,4 +75,13 @@ class Adadelta(Optimizer):
                 hypers.append(hyper)
         for (maximize, _), (params, grads, sqs, accs, steps, hypers) in calls.items():
             if params:
-                plast.adadelta_update_(params, grads, sqs, accs, steps, hypers, maximize=maximize)
+                plast.adadelta_update_(
+                    params,
+                    grads,
+                    sqs,
+                    accs,
+                    steps,
+                    hypers,
+                    maximize=maximize,
+                    found_inf=self._amp_found_inf(),
+                )

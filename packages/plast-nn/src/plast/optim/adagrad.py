@@ -20,6 +20,7 @@ class Adagrad(Optimizer):
     """
 
     _hyper_keys = ("lr", "lr_decay", "weight_decay", "eps")
+    _step_supports_amp_scaling = True  # GradScaler hands found_inf to the update ops (optimizer.py)
 
     def __init__(
         self,
@@ -92,4 +93,6 @@ class Adagrad(Optimizer):
                 hypers.append(hyper)
         for (maximize, _), (params, grads, sums, steps, hypers) in calls.items():
             if params:
-                plast.adagrad_update_(params, grads, sums, steps, hypers, maximize=maximize)
+                plast.adagrad_update_(
+                    params, grads, sums, steps, hypers, maximize=maximize, found_inf=self._amp_found_inf()
+                )

@@ -35,6 +35,7 @@ class Adam(Optimizer):
     """
 
     _hyper_keys = ("lr", "betas", "eps", "weight_decay")
+    _step_supports_amp_scaling = True  # GradScaler hands found_inf to the update ops (optimizer.py)
 
     def __init__(
         self,
@@ -120,6 +121,7 @@ class Adam(Optimizer):
                     decoupled_weight_decay=decoupled,
                     max_exp_avg_sqs=maxes if amsgrad else None,
                     maximize=maximize,
+                    found_inf=self._amp_found_inf(),
                 )
 
 

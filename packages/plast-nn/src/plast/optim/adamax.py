@@ -19,6 +19,7 @@ class Adamax(Optimizer):
     """
 
     _hyper_keys = ("lr", "betas", "eps", "weight_decay")
+    _step_supports_amp_scaling = True  # GradScaler hands found_inf to the update ops (optimizer.py)
 
     def __init__(
         self,
@@ -71,4 +72,13 @@ class Adamax(Optimizer):
                 hypers.append(hyper)
         for (maximize, _), (params, grads, exp_avgs, exp_infs, steps, hypers) in calls.items():
             if params:
-                plast.adamax_update_(params, grads, exp_avgs, exp_infs, steps, hypers, maximize=maximize)
+                plast.adamax_update_(
+                    params,
+                    grads,
+                    exp_avgs,
+                    exp_infs,
+                    steps,
+                    hypers,
+                    maximize=maximize,
+                    found_inf=self._amp_found_inf(),
+                )

@@ -21,6 +21,7 @@ class NAdam(Optimizer):
     """
 
     _hyper_keys = ("lr", "betas", "eps", "weight_decay", "momentum_decay")
+    _step_supports_amp_scaling = True  # GradScaler hands found_inf to the update ops (optimizer.py)
 
     def __init__(
         self,
@@ -98,4 +99,5 @@ class NAdam(Optimizer):
                     hypers,
                     decoupled_weight_decay=decoupled,
                     maximize=maximize,
+                    found_inf=self._amp_found_inf(),
                 )

@@ -135,12 +135,15 @@ class Optimizer:
         # Under @plast.jit this is a runtime input: the replay refreshes the hyperparameter tensors from
         # param_groups before every call, so schedulers keep working without retracing.
         plast.compiler.runtime_input(self._refresh_hyper)
+        # GradScaler.step sets found_inf (torch's contract for _step_supports_amp_scaling): a new tensor each
+        # eager step, so such a step neither replays nor is captured (a replay would keep the old one)
+        amp = getattr(self, "found_inf", None) is not None
         replay = self._replay
-        if replay is not None and replay.run():
+        if not amp and replay is not None and replay.run():
             return loss
         self._replay = None
         with plast.no_grad():
-            if plast.compiler.is_compiling() or not plast.compiler.update_replays_enabled():
+            if amp or plast.compiler.is_compiling() or not plast.compiler.update_replays_enabled():
                 self._update()
             else:
                 with plast.compiler.capture_updates() as calls:
@@ -171,6 +174,11 @@ class Optimizer:
             return plast.compiler.UpdateReplay(calls, sequences, params, watch, attrs)
         except ValueError:
             return None
+
+    def _amp_found_inf(self):
+        """GradScaler's found_inf during its step() (torch's attribute), else None: the fused update ops take
+        it as an input and skip, as data, while it is nonzero (classes that do say _step_supports_amp_scaling)."""
+        return getattr(self, "found_inf", None)
 
     def _update(self):
         raise NotImplementedError(f"{type(self).__name__} does not implement its update")

@@ -22,6 +22,7 @@ class RMSprop(Optimizer):
     """
 
     _hyper_keys = ("lr", "alpha", "eps", "weight_decay", "momentum")
+    _step_supports_amp_scaling = True  # GradScaler hands found_inf to the update ops (optimizer.py)
 
     def __init__(
         self,
@@ -117,4 +118,5 @@ class RMSprop(Optimizer):
                     momentum_buffers=bufs if has_mom else None,
                     grad_avgs=gavgs if centered else None,
                     maximize=maximize,
+                    found_inf=self._amp_found_inf(),
                 )

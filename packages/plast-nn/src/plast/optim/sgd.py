@@ -17,6 +17,7 @@ class SGD(Optimizer):
     """
 
     _hyper_keys = ("lr", "momentum", "dampening", "weight_decay")
+    _step_supports_amp_scaling = True  # GradScaler hands found_inf to the update ops (optimizer.py)
 
     def __init__(
         self,
@@ -92,6 +93,7 @@ class SGD(Optimizer):
                     fresh=fresh if has_momentum else None,
                     nesterov=nesterov,
                     maximize=maximize,
+                    found_inf=self._amp_found_inf(),
                 )
 
     def _move_state(self, group, device):

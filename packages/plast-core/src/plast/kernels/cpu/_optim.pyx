@@ -7,7 +7,7 @@ sgd_update / adam_update / rmsprop_update / adadelta_update / adagrad_update / a
 it and returns the indices of the parameters it left to the numpy fallback (tensors it cannot take as flat
 arrays: a gradient of another dtype than its parameter, layouts that are not dense or differ between a
 parameter, its gradient and its state). Hyperparameters are read from their tensors on every call, never from
-``node.args``. A node that is run again (a ``@plast.jit`` plan's, or an eager optimizer's replayed update,
+``node.args``; so is the optional found_inf (the last input), which skips the whole update while nonzero. A node that is run again (a ``@plast.jit`` plan's, or an eager optimizer's replayed update,
 graph/_mutation.UpdateReplay) keeps its Plan: each call only checks that every input still lies at the same
 address with the same shape, strides and dtype, so the per-call cost is well under a microsecond.
 
@@ -136,6 +136,7 @@ cdef class Plan:
     cdef Py_ssize_t roles[3]  # input index of parameter 0's state buffers (parameter i's: + i), or -1
     cdef Py_ssize_t rc        # ... and of its step counter, or -1
     cdef Py_ssize_t ra        # ... and of its one-element auxiliary state (NAdam's mu_product), or -1
+    cdef Py_ssize_t fixed     # inputs before the optional found_inf (GradScaler's, the last input)
     cdef int kind, flags, nhyper, width
     cdef double *hyper
     cdef const char **hptr
@@ -211,8 +212,11 @@ cdef class Plan:
             raise ValueError(f"optimizer update: unknown kind {kind}")
         if maximize:
             self.flags |= PLAST_OPT_MAXIMIZE
-        if max(r0, r1, r2, rc, ra) + n > m:
+        self.fixed = max(h + 2 * n, max(r0, r1, r2, rc, ra) + n)
+        if self.fixed > m:
             raise ValueError(f"optimizer update: {m} inputs are too few for the node's arguments {args}")
+        if m > self.fixed + 1:
+            raise ValueError(f"optimizer update: {m} inputs are too many for the node's arguments {args}")
         self._record_layout(inputs)
         self._pack_hyper(inputs)
         self.ts = <plast_opt_tensor *>malloc(max(1, n) * sizeof(plast_opt_tensor))
@@ -359,6 +363,16 @@ cdef class Plan:
                 return 0
         return same
 
+    cdef int skipped(self, inputs) except -1:
+        """1 when the node has a found_inf input and it is nonzero (or NaN) now: the whole update is skipped."""
+        if self.ninputs == self.fixed:
+            return 0
+        cdef TensorBase t = inputs[self.fixed]
+        cdef int dt = _dtype_code(t)
+        if dt != PLAST_DT_F32:
+            raise TypeError("optimizer update: found_inf must be a float32 tensor")
+        return (<const float *>_ptr(t, dt, self.fixed))[0] != 0.0
+
     cdef int run(self, inputs) except -1:
         cdef int r, j, rc
         cdef double *row
@@ -411,7 +425,8 @@ def stats():
 
 def run(int kind, node, inputs):
     """Update what the C path can of `node` (an optimizer-update node whose kernel is running on `inputs`);
-    returns the indices of the parameters left to the numpy fallback."""
+    returns the indices of the parameters left to the numpy fallback, or None when the node's found_inf (its
+    optional last input, GradScaler's) is nonzero now: then nothing at all is updated."""
     global _built, _cached
     cdef Node nd = <Node?>node
     cdef Plan plan = nd.scratch if type(nd.scratch) is Plan else None
@@ -426,5 +441,7 @@ def run(int kind, node, inputs):
         if keep:
             nd.scratch = plan  # dies with the node
             _cached += 1
+    if plan.skipped(inputs):
+        return None
     plan.run(inputs)
     return plan.rest

@@ -17,6 +17,24 @@ from . import _optim
 from .kernels import np_view
 
 
+def fixed_inputs(kind, args):
+    """How many inputs an update node of `kind` (an _optim kind) has before its optional found_inf (the last
+    input, ops/optim.py), for the CUDA launchers (the C path's Plan knows it; `_optim.run` returns None, so
+    neither it nor the numpy fallback updates anything, while found_inf is nonzero)."""
+    n, h = args[0], args[1]
+    if kind == _optim.SGD:
+        return h + (4 if args[3] else 2) * n
+    if kind == _optim.ADAM:
+        return h + (6 if args[3] else 5) * n
+    if kind == _optim.RMSPROP:
+        return h + (4 + bool(args[3]) + bool(args[4])) * n
+    if kind == _optim.ADAGRAD:
+        return h + 4 * n
+    if kind == _optim.NADAM:
+        return h + 6 * n
+    return h + 5 * n  # Adadelta, Adamax
+
+
 def _hyper_rows(inputs, n_hyper):
     return [np_view(inputs[i]).reshape(-1).tolist() for i in range(n_hyper)]
 

@@ -19,6 +19,7 @@ from ..._core.codes import (
 )
 from ..._core.cuda_driver import matmul as flags
 from ...memory import cuda as memory
+from ..cpu import kernels_optim as _kopt
 from . import abi, graphs
 from .abi import Params
 from .kernels import (
@@ -1019,8 +1020,16 @@ def _multi_tensor(entries, params):
     return out
 
 
+def _found_inf(kind, node, inputs):
+    """The device address of the update's found_inf input (GradScaler's, ops/optim.py), or 0 when it has none:
+    every kernel of the update takes it last and does nothing while it is nonzero."""
+    k = _kopt.fixed_inputs(kind, node.args)
+    return addr(inputs[k]) if len(inputs) > k else 0
+
+
 def sgd_update(node, inputs, outputs):
     n, n_hyper, hidx, has_bufs, nesterov, maximize = node.args
+    fi = _found_inf(_kopt._optim.SGD, node, inputs)
     hyp = inputs[:n_hyper]
     base = n_hyper
     params = inputs[base : base + n]
@@ -1052,10 +1061,12 @@ def sgd_update(node, inputs, outputs):
         )
     for code, tab, chunks, n_chunks, n_t in _multi_tensor(entries, params):
         p = Params().ptr(tab.address).ptr(chunks.address).i32(1 if has_bufs else 0).i32(1 if nesterov else 0)
-        p.i32(1 if maximize else 0)
+        p.i32(1 if maximize else 0).ptr(fi)
         launch("optim", f"sgd_{SUF[code]}", (n_chunks,), (BLOCK,), p)
         if has_bufs:
-            launch("optim", "opt_clear_flags", grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t))
+            launch(
+                "optim", "opt_clear_flags", grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t).ptr(fi)
+            )
 
 
 def adam_update(node, inputs, outputs):
@@ -1069,7 +1080,17 @@ def adam_update(node, inputs, outputs):
     steps = inputs[base + 4 * n : base + 5 * n]
     vmax = inputs[base + 5 * n : base + 6 * n] if amsgrad else [None] * n
     _need_contiguous([*params, *grads, *m, *v, *(t for t in vmax if t is not None)], "parameters and state")
-    _counted_update("adam", params, grads, (m, v, vmax), steps, hyp, hidx, (amsgrad, decoupled, maximize))
+    _counted_update(
+        "adam",
+        params,
+        grads,
+        (m, v, vmax),
+        steps,
+        hyp,
+        hidx,
+        (amsgrad, decoupled, maximize),
+        found_inf=_found_inf(_kopt._optim.ADAM, node, inputs),
+    )
 
 
 def rmsprop_update(node, inputs, outputs):
@@ -1090,7 +1111,15 @@ def rmsprop_update(node, inputs, outputs):
         [*params, *grads, *sqs, *(t for t in (*bufs, *gavgs) if t is not None)], "parameters and state"
     )
     _counted_update(
-        "rmsprop", params, grads, (sqs, bufs, gavgs), steps, hyp, hidx, (has_mom, centered, maximize)
+        "rmsprop",
+        params,
+        grads,
+        (sqs, bufs, gavgs),
+        steps,
+        hyp,
+        hidx,
+        (has_mom, centered, maximize),
+        found_inf=_found_inf(_kopt._optim.RMSPROP, node, inputs),
     )
 
 
@@ -1101,7 +1130,15 @@ def adadelta_update(node, inputs, outputs):
     params, grads, sqs, accs, steps = _slices(inputs, n_hyper, n, 5)
     _need_contiguous([*params, *grads, *sqs, *accs], "parameters and state")
     _counted_update(
-        "adadelta", params, grads, (sqs, accs, [None] * n), steps, inputs[:n_hyper], hidx, (maximize,)
+        "adadelta",
+        params,
+        grads,
+        (sqs, accs, [None] * n),
+        steps,
+        inputs[:n_hyper],
+        hidx,
+        (maximize,),
+        found_inf=_found_inf(_kopt._optim.ADADELTA, node, inputs),
     )
 
 
@@ -1112,7 +1149,17 @@ def adagrad_update(node, inputs, outputs):
     params, grads, sums, steps = _slices(inputs, n_hyper, n, 4)
     _need_contiguous([*params, *grads, *sums], "parameters and state")
     none = [None] * n
-    _counted_update("adagrad", params, grads, (sums, none, none), steps, inputs[:n_hyper], hidx, (maximize,))
+    _counted_update(
+        "adagrad",
+        params,
+        grads,
+        (sums, none, none),
+        steps,
+        inputs[:n_hyper],
+        hidx,
+        (maximize,),
+        found_inf=_found_inf(_kopt._optim.ADAGRAD, node, inputs),
+    )
 
 
 def adamax_update(node, inputs, outputs):
@@ -1121,7 +1168,17 @@ def adamax_update(node, inputs, outputs):
     n, n_hyper, hidx, maximize = node.args
     params, grads, ms, us, steps = _slices(inputs, n_hyper, n, 5)
     _need_contiguous([*params, *grads, *ms, *us], "parameters and state")
-    _counted_update("adamax", params, grads, (ms, us, [None] * n), steps, inputs[:n_hyper], hidx, (maximize,))
+    _counted_update(
+        "adamax",
+        params,
+        grads,
+        (ms, us, [None] * n),
+        steps,
+        inputs[:n_hyper],
+        hidx,
+        (maximize,),
+        found_inf=_found_inf(_kopt._optim.ADAMAX, node, inputs),
+    )
 
 
 def nadam_update(node, inputs, outputs):
@@ -1133,7 +1190,16 @@ def nadam_update(node, inputs, outputs):
     _need_contiguous([*params, *grads, *ms, *vs], "parameters and state")
     flags = (decoupled, maximize)
     _counted_update(
-        "nadam", params, grads, (ms, vs, mus), steps, inputs[:n_hyper], hidx, flags, prepare="nadam_mu"
+        "nadam",
+        params,
+        grads,
+        (ms, vs, mus),
+        steps,
+        inputs[:n_hyper],
+        hidx,
+        flags,
+        prepare="nadam_mu",
+        found_inf=_found_inf(_kopt._optim.NADAM, node, inputs),
     )
 
 
@@ -1142,12 +1208,12 @@ def _slices(inputs, n_hyper, n, k):
     return [inputs[n_hyper + j * n : n_hyper + (j + 1) * n] for j in range(k)]
 
 
-def _counted_update(kernel, params, grads, states, steps, hyp, hidx, flags, prepare=None):
+def _counted_update(kernel, params, grads, states, steps, hyp, hidx, flags, prepare=None, found_inf=0):
     """The counted updates (Adam, RMSprop, Adadelta, Adagrad, Adamax, NAdam) on the device: one table entry per
     parameter (parameter, gradient, three state slots, 0 where a state is absent, step counter, hyperparameter
     row, and the third slot's dtype where it holds a scalar of its own), the step counters bumped by
     opt_step_incr, then the `prepare` kernel once per table if given (NAdam's mu_product), then `kernel` over all
-    chunks with its flags."""
+    chunks with its flags; each launch also takes `found_inf` (an address or 0, see _found_inf)."""
     entries = []
     aux = states[2]
     for i in range(len(params)):
@@ -1168,17 +1234,20 @@ def _counted_update(kernel, params, grads, states, steps, hyp, hidx, flags, prep
         )
     groups = _multi_tensor(entries, params)
     for code, tab, chunks, n_chunks, n_t in groups:
-        launch("optim", "opt_step_incr", grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t))
+        launch(
+            "optim", "opt_step_incr", grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t).ptr(found_inf)
+        )
         if prepare:
-            launch("optim", prepare, grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t))
+            launch("optim", prepare, grid1(n_t), (BLOCK,), Params().ptr(tab.address).i32(n_t).ptr(found_inf))
         p = Params().ptr(tab.address).ptr(chunks.address)
         for f in flags:
             p.i32(1 if f else 0)
+        p.ptr(found_inf)
         launch("optim", f"{kernel}_{SUF[code]}", (n_chunks,), (BLOCK,), p)
-    _count_empty_steps(params, steps, {g[0] for g in groups}, entries, prepare)
+    _count_empty_steps(params, steps, {g[0] for g in groups}, entries, prepare, found_inf)
 
 
-def _count_empty_steps(params, steps, launched, entries=None, prepare=None):
+def _count_empty_steps(params, steps, launched, entries=None, prepare=None, found_inf=0):
     """A parameter with zero elements still counts a step (and, with `prepare`, still runs it), as on the CPU.
     opt_step_incr already counted it when its dtype's table was launched (`launched`: those dtype codes); a table
     of empty parameters only is not."""
@@ -1188,9 +1257,9 @@ def _count_empty_steps(params, steps, launched, entries=None, prepare=None):
                 tab = _device_bytes(abi.OPT_ENTRY.pack(*entries[i]))
             else:
                 tab = _device_bytes(abi.OPT_ENTRY.pack(0, 0, 0, 0, 0, addr(st), 0, 0, 0, _f64(st), 0, 0))
-            launch("optim", "opt_step_incr", (1,), (32,), Params().ptr(tab.address).i32(1))
+            launch("optim", "opt_step_incr", (1,), (32,), Params().ptr(tab.address).i32(1).ptr(found_inf))
             if prepare:
-                launch("optim", prepare, (1,), (32,), Params().ptr(tab.address).i32(1))
+                launch("optim", prepare, (1,), (32,), Params().ptr(tab.address).i32(1).ptr(found_inf))
 
 
 # ---- random -------------------------------------------------------------------------------------------------

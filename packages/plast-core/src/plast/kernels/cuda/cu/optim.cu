@@ -1,7 +1,8 @@
 // Fused optimizer updates over all parameters at once (multi-tensor apply): one launch updates every parameter
 // of every group. The launcher uploads a table of per-tensor entries (pointers, sizes, dtypes) and a chunk list
 // (tensor, first element); block i updates chunk i. Hyperparameters and step counts are read from device
-// tensors when the kernel runs, so a replayed plan follows a scheduler's learning rate.
+// tensors when the kernel runs, so a replayed plan follows a scheduler's learning rate; so is GradScaler's
+// found_inf.
 //
 // The arithmetic follows the CPU kernels (kernels_optim.py, kernels_optim_rmsprop.py, i.e. torch's single-tensor
 // path) step by step, in the parameter's dtype, with the scalar factors (bias corrections, step size) computed in
@@ -21,8 +22,15 @@ __device__ __forceinline__ void store_f(uint64_t ptr, int is64, int64_t i, doubl
     else reinterpret_cast<float *>(ptr)[i] = (float)v;
 }
 
+// GradScaler's found_inf (ops/optim.py): every kernel of an update takes it last, NULL when the update has
+// none; nonzero (or NaN) when the kernel runs, the kernel does nothing, so a replayed plan or CUDA graph skips a
+// step by data. Read by every thread of every kernel: the step counters, fresh flags and NAdam's mu_product stay
+// as they were too.
+__device__ __forceinline__ bool opt_skipped(const float *found_inf) { return found_inf && *found_inf != 0.0f; }
+
 // steps[i] += 1 for every tensor (before the update kernel reads them)
-extern "C" __global__ void opt_step_incr(const OptEntry *tab, int32_t n_tensors) {
+extern "C" __global__ void opt_step_incr(const OptEntry *tab, int32_t n_tensors, const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_tensors; i += blockDim.x * gridDim.x)
         store_f(tab[i].step, tab[i].step_f64, 0, load_f(tab[i].step, tab[i].step_f64, 0) + 1.0);
 }
@@ -99,7 +107,8 @@ __device__ __forceinline__ void sgd_body(const OptEntry *tab, const OptChunk *ch
 }
 
 // clears the fresh flags after the SGD update read them
-extern "C" __global__ void opt_clear_flags(const OptEntry *tab, int32_t n_tensors) {
+extern "C" __global__ void opt_clear_flags(const OptEntry *tab, int32_t n_tensors, const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_tensors; i += blockDim.x * gridDim.x)
         if (tab[i].s3) store_f(tab[i].s3, tab[i].step_f64, 0, 0.0);
 }
@@ -125,28 +134,34 @@ __device__ __forceinline__ void rmsprop_body(const OptEntry *tab, const OptChunk
 }
 
 extern "C" __global__ void rmsprop_f32(const OptEntry *tab, const OptChunk *chunks, int has_mom, int centered,
-                                       int maximize) {
+                                       int maximize, const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     rmsprop_body<float>(tab, chunks, has_mom, centered, maximize);
 }
 extern "C" __global__ void rmsprop_f64(const OptEntry *tab, const OptChunk *chunks, int has_mom, int centered,
-                                       int maximize) {
+                                       int maximize, const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     rmsprop_body<double>(tab, chunks, has_mom, centered, maximize);
 }
 
 extern "C" __global__ void adam_f32(const OptEntry *tab, const OptChunk *chunks, int amsgrad, int decoupled,
-                                    int maximize) {
+                                    int maximize, const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     adam_body<float>(tab, chunks, amsgrad, decoupled, maximize);
 }
 extern "C" __global__ void adam_f64(const OptEntry *tab, const OptChunk *chunks, int amsgrad, int decoupled,
-                                    int maximize) {
+                                    int maximize, const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     adam_body<double>(tab, chunks, amsgrad, decoupled, maximize);
 }
 extern "C" __global__ void sgd_f32(const OptEntry *tab, const OptChunk *chunks, int has_bufs, int nesterov,
-                                   int maximize) {
+                                   int maximize, const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     sgd_body<float>(tab, chunks, has_bufs, nesterov, maximize);
 }
 extern "C" __global__ void sgd_f64(const OptEntry *tab, const OptChunk *chunks, int has_bufs, int nesterov,
-                                   int maximize) {
+                                   int maximize, const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     sgd_body<double>(tab, chunks, has_bufs, nesterov, maximize);
 }
 
@@ -200,7 +215,8 @@ __device__ __forceinline__ void adamax_body(const OptEntry *tab, const OptChunk 
 
 // NAdam, before the update: mu_product (s3, of dtype aux_f64) *= mu_t, once per tensor, in its own dtype (as
 // torch multiplies its 0-d tensor by a Python float); runs after opt_step_incr
-extern "C" __global__ void nadam_mu(const OptEntry *tab, int32_t n_tensors) {
+extern "C" __global__ void nadam_mu(const OptEntry *tab, int32_t n_tensors, const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_tensors; i += blockDim.x * gridDim.x) {
         const OptEntry e = tab[i];
         double h[6];
@@ -231,27 +247,43 @@ __device__ __forceinline__ void nadam_body(const OptEntry *tab, const OptChunk *
         plast_nadam_elem<T>(k, (T)load_f(e.g, e.g_f64, i), p + i, m + i, v + i);
 }
 
-extern "C" __global__ void adadelta_f32(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+extern "C" __global__ void adadelta_f32(const OptEntry *tab, const OptChunk *chunks, int maximize,
+                                        const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     adadelta_body<float>(tab, chunks, maximize);
 }
-extern "C" __global__ void adadelta_f64(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+extern "C" __global__ void adadelta_f64(const OptEntry *tab, const OptChunk *chunks, int maximize,
+                                        const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     adadelta_body<double>(tab, chunks, maximize);
 }
-extern "C" __global__ void adagrad_f32(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+extern "C" __global__ void adagrad_f32(const OptEntry *tab, const OptChunk *chunks, int maximize,
+                                       const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     adagrad_body<float>(tab, chunks, maximize);
 }
-extern "C" __global__ void adagrad_f64(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+extern "C" __global__ void adagrad_f64(const OptEntry *tab, const OptChunk *chunks, int maximize,
+                                       const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     adagrad_body<double>(tab, chunks, maximize);
 }
-extern "C" __global__ void adamax_f32(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+extern "C" __global__ void adamax_f32(const OptEntry *tab, const OptChunk *chunks, int maximize,
+                                      const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     adamax_body<float>(tab, chunks, maximize);
 }
-extern "C" __global__ void adamax_f64(const OptEntry *tab, const OptChunk *chunks, int maximize) {
+extern "C" __global__ void adamax_f64(const OptEntry *tab, const OptChunk *chunks, int maximize,
+                                      const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     adamax_body<double>(tab, chunks, maximize);
 }
-extern "C" __global__ void nadam_f32(const OptEntry *tab, const OptChunk *chunks, int decoupled, int maximize) {
+extern "C" __global__ void nadam_f32(const OptEntry *tab, const OptChunk *chunks, int decoupled, int maximize,
+                                     const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     nadam_body<float>(tab, chunks, decoupled, maximize);
 }
-extern "C" __global__ void nadam_f64(const OptEntry *tab, const OptChunk *chunks, int decoupled, int maximize) {
+extern "C" __global__ void nadam_f64(const OptEntry *tab, const OptChunk *chunks, int decoupled, int maximize,
+                                     const float *found_inf) {
+    if (opt_skipped(found_inf)) return;
     nadam_body<double>(tab, chunks, decoupled, maximize);
 }
