@@ -240,12 +240,16 @@ def test_scatter_sum_does_not_fire_on_other_adds():
     a, _ = x.split(3, dim=1)
     _, fired = fused(lambda: ((a * y).sum() + (x * 0.5).sum()).backward() or x.grad.numpy())
     assert not {"scatter_sum2", "scatter_sum3"} & set(fired)
-    np.testing.assert_allclose(x.grad.numpy(), np.concatenate([y.numpy(), np.zeros((4, 3))], 1) + 0.5, rtol=1e-6)
+    np.testing.assert_allclose(
+        x.grad.numpy(), np.concatenate([y.numpy(), np.zeros((4, 3))], 1) + 0.5, rtol=1e-6
+    )
     x.grad = None
     a, b = x.split(3, dim=1)
     _, fired = fused(lambda: ((a * y).sum() + (b * 2).sum() + (x * 0.5).sum()).backward() or x.grad.numpy())
     assert "scatter_sum2" in fired
-    np.testing.assert_allclose(x.grad.numpy(), np.concatenate([y.numpy(), np.full((4, 3), 2.0)], 1) + 0.5, rtol=1e-6)
+    np.testing.assert_allclose(
+        x.grad.numpy(), np.concatenate([y.numpy(), np.full((4, 3), 2.0)], 1) + 0.5, rtol=1e-6
+    )
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])

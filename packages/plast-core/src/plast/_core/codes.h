@@ -111,9 +111,9 @@ enum plast_unary {
     PLAST_UN_ERFINV = 34,
     PLAST_UN_LGAMMA = 35,
     PLAST_UN_DIGAMMA = 36,
-    PLAST_UN_TRIGAMMA = 37, /* polygamma(1, x): digamma's derivative */
-    PLAST_UN_I0 = 38,       /* the modified Bessel function of order 0 */
-    PLAST_UN_I1 = 39,       /* ... and of order 1: i0's derivative */
+    PLAST_UN_TRIGAMMA = 37,       /* polygamma(1, x): digamma's derivative */
+    PLAST_UN_I0 = 38,             /* the modified Bessel function of order 0 */
+    PLAST_UN_I1 = 39,             /* ... and of order 1: i0's derivative */
     PLAST_UN_GELU_TANH_GRAD = 40, /* d/dx of gelu_tanh: its backward is one pass, grad * this */
     PLAST_UN_GELU_ERF_GRAD = 41,  /* d/dx of gelu_erf */
     PLAST_UN_BITNOT = 42,

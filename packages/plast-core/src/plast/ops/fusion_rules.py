@@ -120,7 +120,10 @@ def _scatters_fit(depth):
             return False
         out_shape, dtype = tuple(root.specs[0][0]), root.specs[0][1]
         return all(
-            tuple(s.args[0]) == out_shape and s.args[3] == 0 and s.specs[0][1] is dtype and s.inputs[0].dtype is dtype
+            tuple(s.args[0]) == out_shape
+            and s.args[3] == 0
+            and s.specs[0][1] is dtype
+            and s.inputs[0].dtype is dtype
             for s in ss
         )
 
@@ -143,7 +146,11 @@ def _tiles(out_shape, ss):
         dim = diff[0]
         spans.append((base[dim], base[dim] + shape[dim]))
     spans.sort()
-    return spans[0][0] == 0 and spans[-1][1] == out_shape[dim] and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    return (
+        spans[0][0] == 0
+        and spans[-1][1] == out_shape[dim]
+        and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    )
 
 
 def _build_scatter_sum(depth):

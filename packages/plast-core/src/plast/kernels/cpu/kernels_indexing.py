@@ -98,7 +98,9 @@ def scatter_sum(node, inputs, outputs, args):
     if tiled:
         for g, (dims_map, base) in zip(inputs, windows):
             strides, off = _window_layout(out_t, dims_map, base)
-            region = TensorBase._from_storage(out_t._storage, tuple(g.shape), out_t.dtype, out_t.device, tuple(strides), off)
+            region = TensorBase._from_storage(
+                out_t._storage, tuple(g.shape), out_t.dtype, out_t.device, tuple(strides), off
+            )
             if not _kernels.copy_same_dtype(g, region):
                 np_view(region)[...] = np_view(g)
         return
