@@ -139,8 +139,15 @@ def test_pixel_shuffle_roundtrip_matches_torch(shape, r):
 @pytest.mark.parametrize("groups,affine", [(3, True), (1, True), (6, False), (2, True)])
 def test_group_norm_matches_torch(shape, groups, affine):
     pm, tm = _twins("GroupNorm", groups, 6, affine=affine)
-    # one value per group normalizes to exactly 0 with a zero gradient, which torch rounds to ~3e-5
-    tol = dict(rtol=1e-4, atol=1e-4) if len(shape) == 2 and groups == 6 else TOL
+    # one value per group normalizes to exactly 0 with a zero gradient, which torch rounds to ~3e-5; with two per
+    # group (groups 3 on (4, 6)) the gradient is a difference of nearly equal terms, and torch's own float32 result
+    # moves with its kernel path: 1.1e-5 from the float64 gradient after some other tests ran, 3.6e-6 alone, where
+    # plast's stays within 3e-6 of it (so the oracle, not plast, needs the room)
+    tol = TOL
+    if len(shape) == 2 and groups == 6:
+        tol = dict(rtol=1e-4, atol=1e-4)
+    elif len(shape) == 2 and groups == 3:
+        tol = dict(rtol=1e-4, atol=3e-5)
     _check_module(pm, tm, [_randn(*shape, seed=6) * 2 + 1], tol)
 
 

@@ -50,6 +50,31 @@ def _found_inf_input(found_inf, op):
     return [found_inf]
 
 
+def _apply_update(row, op, params, grads, states, scalars, hyper, width, names, flags, found_inf):
+    """Check and run a fused update laid out as most are: hyper tensors, params, grads, one list per state buffer
+    (`states`: (name, list) pairs, each tensor shaped as its parameter), one-element tensors per parameter
+    (`scalars`: the step counters and the like), then `found_inf` when given. Parameters and everything after the
+    gradients are written. The op's args are ``(n, number of hyper tensors, hyper row per parameter, *flags)``."""
+    params = _tensor_list(params, None, op, "params")
+    n = len(params)
+    if n == 0:
+        return
+    inputs = _tensor_list(grads, n, op, "grads", same_shape_as=params)
+    for name, tensors in states:
+        inputs = inputs + _tensor_list(tensors, n, op, name, same_shape_as=params)
+    for name, tensors in scalars:
+        inputs = inputs + _scalar_list(tensors, n, op, name)
+    hs, hidx = _hypers(hyper, n, width, op, names)
+    inputs = hs + params + inputs
+    h = len(hs)
+    mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
+    inputs += _found_inf_input(found_inf, op)
+    _check_distinct(params, op)
+    _check_devices(op, inputs)
+    with no_grad():
+        apply_mutation(row, inputs, (n, h, hidx, *flags), mutated)
+
+
 def sgd_update_(
     params: Sequence[TensorBase],
     grads: Sequence[TensorBase],

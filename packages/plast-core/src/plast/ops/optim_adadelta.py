@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._core.grad_mode import no_grad
 from .._core.hints import TensorBase
-from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim_adadelta as K
-from .optim import _check_devices, _check_distinct, _found_inf_input, _hypers, _scalar_list, _tensor_list
+from .optim import _apply_update
 from .registry import register
 
 ADADELTA_UPDATE = register("adadelta_update", cpu=K.adadelta_update)
@@ -46,24 +44,10 @@ def adadelta_update_(
     >>> round(p.tolist()[0], 4), n.item()
     (0.9968, 1.0)
     """
-    op = "adadelta_update_"
-    params = _tensor_list(params, None, op, "params")
-    n = len(params)
-    if n == 0:
-        return
-    grads = _tensor_list(grads, n, op, "grads", same_shape_as=params)
-    square_avgs = _tensor_list(square_avgs, n, op, "square_avgs", same_shape_as=params)
-    acc_deltas = _tensor_list(acc_deltas, n, op, "acc_deltas", same_shape_as=params)
-    steps = _scalar_list(step, n, op, "step")
-    hs, hidx = _hypers(hyper, n, 4, op, "lr, rho, eps, weight_decay")
-    inputs = hs + params + grads + square_avgs + acc_deltas + steps
-    h = len(hs)
-    mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
-    inputs += _found_inf_input(found_inf, op)
-    _check_distinct(params, op)
-    _check_devices(op, inputs)
-    with no_grad():
-        apply_mutation(ADADELTA_UPDATE, inputs, (n, h, hidx, bool(maximize)), mutated)
+    _apply_update(
+        ADADELTA_UPDATE, "adadelta_update_", params, grads, [("square_avgs", square_avgs), ("acc_deltas", acc_deltas)],
+        [("step", step)], hyper, 4, "lr, rho, eps, weight_decay", (bool(maximize),), found_inf,
+    )  # fmt: skip
 
 
 __all__ = ["adadelta_update_"]

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._core.grad_mode import no_grad
 from .._core.hints import TensorBase
-from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim_adagrad as K
-from .optim import _check_devices, _check_distinct, _found_inf_input, _hypers, _scalar_list, _tensor_list
+from .optim import _apply_update
 from .registry import register
 
 ADAGRAD_UPDATE = register("adagrad_update", cpu=K.adagrad_update)
@@ -43,23 +41,10 @@ def adagrad_update_(
     >>> round(p.tolist()[0], 4), s.tolist(), n.item()
     (0.9, [1.0, 1.0], 1.0)
     """
-    op = "adagrad_update_"
-    params = _tensor_list(params, None, op, "params")
-    n = len(params)
-    if n == 0:
-        return
-    grads = _tensor_list(grads, n, op, "grads", same_shape_as=params)
-    state_sums = _tensor_list(state_sums, n, op, "state_sums", same_shape_as=params)
-    steps = _scalar_list(step, n, op, "step")
-    hs, hidx = _hypers(hyper, n, 4, op, "lr, lr_decay, weight_decay, eps")
-    inputs = hs + params + grads + state_sums + steps
-    h = len(hs)
-    mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
-    inputs += _found_inf_input(found_inf, op)
-    _check_distinct(params, op)
-    _check_devices(op, inputs)
-    with no_grad():
-        apply_mutation(ADAGRAD_UPDATE, inputs, (n, h, hidx, bool(maximize)), mutated)
+    _apply_update(
+        ADAGRAD_UPDATE, "adagrad_update_", params, grads, [("state_sums", state_sums)], [("step", step)], hyper, 4,
+        "lr, lr_decay, weight_decay, eps", (bool(maximize),), found_inf,
+    )  # fmt: skip
 
 
 __all__ = ["adagrad_update_"]

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._core.grad_mode import no_grad
 from .._core.hints import TensorBase
-from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim_adamax as K
-from .optim import _check_devices, _check_distinct, _found_inf_input, _hypers, _scalar_list, _tensor_list
+from .optim import _apply_update
 from .registry import register
 
 ADAMAX_UPDATE = register("adamax_update", cpu=K.adamax_update)
@@ -47,24 +45,10 @@ def adamax_update_(
     >>> round(p.tolist()[0], 4), n.item()
     (0.9, 1.0)
     """
-    op = "adamax_update_"
-    params = _tensor_list(params, None, op, "params")
-    n = len(params)
-    if n == 0:
-        return
-    grads = _tensor_list(grads, n, op, "grads", same_shape_as=params)
-    exp_avgs = _tensor_list(exp_avgs, n, op, "exp_avgs", same_shape_as=params)
-    exp_infs = _tensor_list(exp_infs, n, op, "exp_infs", same_shape_as=params)
-    steps = _scalar_list(step, n, op, "step")
-    hs, hidx = _hypers(hyper, n, 5, op, "lr, beta1, beta2, eps, weight_decay")
-    inputs = hs + params + grads + exp_avgs + exp_infs + steps
-    h = len(hs)
-    mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
-    inputs += _found_inf_input(found_inf, op)
-    _check_distinct(params, op)
-    _check_devices(op, inputs)
-    with no_grad():
-        apply_mutation(ADAMAX_UPDATE, inputs, (n, h, hidx, bool(maximize)), mutated)
+    _apply_update(
+        ADAMAX_UPDATE, "adamax_update_", params, grads, [("exp_avgs", exp_avgs), ("exp_infs", exp_infs)],
+        [("step", step)], hyper, 5, "lr, beta1, beta2, eps, weight_decay", (bool(maximize),), found_inf,
+    )  # fmt: skip
 
 
 __all__ = ["adamax_update_"]

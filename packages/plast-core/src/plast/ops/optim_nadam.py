@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._core.grad_mode import no_grad
 from .._core.hints import TensorBase
-from ..graph._mutation import apply_mutation
 from ..kernels.cpu import kernels_optim_nadam as K
-from .optim import _check_devices, _check_distinct, _found_inf_input, _hypers, _scalar_list, _tensor_list
+from .optim import _apply_update
 from .registry import register
 
 NADAM_UPDATE = register("nadam_update", cpu=K.nadam_update)
@@ -52,26 +50,11 @@ def nadam_update_(
     >>> round(p.tolist()[0], 4), n.item()
     (0.8944, 1.0)
     """
-    op = "nadam_update_"
-    params = _tensor_list(params, None, op, "params")
-    n = len(params)
-    if n == 0:
-        return
-    grads = _tensor_list(grads, n, op, "grads", same_shape_as=params)
-    exp_avgs = _tensor_list(exp_avgs, n, op, "exp_avgs", same_shape_as=params)
-    exp_avg_sqs = _tensor_list(exp_avg_sqs, n, op, "exp_avg_sqs", same_shape_as=params)
-    steps = _scalar_list(step, n, op, "step")
-    mu_products = _scalar_list(mu_products, n, op, "mu_products")
-    hs, hidx = _hypers(hyper, n, 6, op, "lr, beta1, beta2, eps, weight_decay, momentum_decay")
-    inputs = hs + params + grads + exp_avgs + exp_avg_sqs + steps + mu_products
-    h = len(hs)
-    mutated = list(range(h, h + n)) + list(range(h + 2 * n, len(inputs)))
-    inputs += _found_inf_input(found_inf, op)
-    _check_distinct(params, op)
-    _check_devices(op, inputs)
-    args = (n, h, hidx, bool(decoupled_weight_decay), bool(maximize))
-    with no_grad():
-        apply_mutation(NADAM_UPDATE, inputs, args, mutated)
+    _apply_update(
+        NADAM_UPDATE, "nadam_update_", params, grads, [("exp_avgs", exp_avgs), ("exp_avg_sqs", exp_avg_sqs)],
+        [("step", step), ("mu_products", mu_products)], hyper, 6, "lr, beta1, beta2, eps, weight_decay, momentum_decay",
+        (bool(decoupled_weight_decay), bool(maximize)), found_inf,
+    )  # fmt: skip
 
 
 __all__ = ["nadam_update_"]
