@@ -74,6 +74,15 @@ INTERP = [
     dict(scale_factor=1.3, mode="bilinear", align_corners=False, recompute_scale_factor=True),
     dict(size=(2, 3), mode="bilinear", align_corners=True),
     dict(size=(1, 1), mode="bilinear", align_corners=True),
+    dict(size=(5, 7), mode="bicubic", align_corners=False),
+    dict(size=(5, 7), mode="bicubic", align_corners=True),
+    dict(scale_factor=2, mode="bicubic"),
+    dict(scale_factor=0.6, mode="bicubic"),
+    dict(scale_factor=(1.5, 0.7), mode="bicubic", align_corners=False, recompute_scale_factor=True),
+    dict(size=(1, 2), mode="bicubic", align_corners=True),
+    dict(size=(3, 9), mode="area"),
+    dict(scale_factor=0.5, mode="area"),
+    dict(size=(2, 5), mode="area"),
 ]
 
 
@@ -103,6 +112,44 @@ def test_interpolate_1d_matches_torch(kw):
     )
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(size=(3, 5, 7), mode="trilinear", align_corners=False),
+        dict(size=(3, 5, 7), mode="trilinear", align_corners=True),
+        dict(scale_factor=(2, 0.5, 1.5), mode="trilinear"),
+        dict(scale_factor=2, mode="nearest"),
+        dict(size=(1, 3, 2), mode="area"),
+    ],
+    ids=str,
+)
+def test_interpolate_3d_matches_torch(kw):
+    _check_fn(
+        lambda x: F.interpolate(x, **kw),
+        lambda x: torch.nn.functional.interpolate(x, **kw),
+        [_randn(2, 2, 3, 4, 5, seed=6)],
+    )
+
+
+@pytest.mark.parametrize("kw", [dict(size=3, mode="area"), dict(scale_factor=0.4, mode="area")], ids=str)
+def test_interpolate_1d_area_matches_torch(kw):
+    _check_fn(
+        lambda x: F.interpolate(x, **kw),
+        lambda x: torch.nn.functional.interpolate(x, **kw),
+        [_randn(2, 3, 11, seed=7)],
+    )
+
+
+def test_interpolate_bicubic_noncontiguous_float64():
+    x = np.random.default_rng(8).standard_normal((2, 3, 6, 5))
+    pt, tt = plast.tensor(x).transpose(2, 3), torch.tensor(x).transpose(2, 3)
+    _close(
+        F.interpolate(pt, size=(7, 4), mode="bicubic", align_corners=False),
+        torch.nn.functional.interpolate(tt, size=(7, 4), mode="bicubic", align_corners=False),
+        dict(rtol=1e-12, atol=1e-12),
+    )
+
+
 def test_upsample_modules_and_errors():
     x = _randn(1, 2, 3, 3, seed=3)
     for pm, tm in [
@@ -117,8 +164,14 @@ def test_upsample_modules_and_errors():
         F.interpolate(plast.tensor(x), size=2, scale_factor=2)
     with pytest.raises(ValueError, match="align_corners option"):
         F.interpolate(plast.tensor(x), size=2, align_corners=True)
-    with pytest.raises(NotImplementedError, match="bicubic"):
-        F.interpolate(plast.tensor(x), size=2, mode="bicubic")
+    with pytest.raises(NotImplementedError, match="antialias"):
+        F.interpolate(plast.tensor(x), size=2, mode="bicubic", antialias=True)
+    with pytest.raises(NotImplementedError, match="'trilinear' needs a 5-D input"):
+        F.interpolate(plast.tensor(x), size=2, mode="trilinear")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        F.interpolate(plast.tensor(x), size=2, mode="cubic")
+    with pytest.raises(ValueError, match="align_corners option"):
+        F.interpolate(plast.tensor(x), size=2, mode="area", align_corners=False)
 
 
 # ---- pixel shuffle ----
