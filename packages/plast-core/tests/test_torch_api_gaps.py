@@ -292,3 +292,53 @@ def test_xlogy_edges_like_torch():
     got = plast.xlogy(plast.tensor(x), plast.tensor(y)).tolist()
     ref = torch.xlogy(torch.tensor(x), torch.tensor(y)).tolist()
     np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
+# ---- isclose / allclose / equal ----
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize(
+    "kw", [{}, {"rtol": 1e-3}, {"atol": 0.5}, {"rtol": 0, "atol": 0}, {"equal_nan": True}], ids=str
+)
+def test_isclose_allclose_like_torch(dtype, kw):
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-3, 3, (4, 5))
+    b = a + rng.choice([0.0, 1e-9, 1e-6, 1e-4, 0.3, 1.0], a.shape)
+    if dtype.startswith("float"):
+        a[0, :4] = [np.nan, np.inf, -np.inf, np.nan]
+        b[0, :4] = [np.nan, np.inf, np.inf, 1.0]
+    a, b = a.astype(dtype), b.astype(dtype)
+    bb = b[:1] if dtype == "int64" else b  # broadcasting too
+    want = torch.isclose(torch.tensor(a), torch.tensor(bb), **kw).numpy()
+    got = plast.isclose(plast.tensor(a), plast.tensor(bb), **kw)
+    assert got.dtype == plast.bool and np.array_equal(got.numpy(), want)
+    assert plast.allclose(plast.tensor(a), plast.tensor(bb), **kw) is bool(want.all())
+    assert plast.tensor(a).isclose(plast.tensor(bb), **kw).numpy().tolist() == want.tolist()
+    assert plast.allclose(plast.tensor(a), plast.tensor(a), equal_nan=True) is torch.allclose(
+        torch.tensor(a), torch.tensor(a), equal_nan=True
+    )
+
+
+def test_isclose_errors_like_torch():
+    with pytest.raises(TypeError, match="did not match"):
+        plast.isclose(plast.ones(2), plast.ones(2, dtype=plast.float64))
+    with pytest.raises(ValueError, match="non-negative"):
+        plast.isclose(plast.ones(2), plast.ones(2), rtol=-1)
+
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ([1, 2], [1.0, 2.0]),
+        ([1.0, 2.0], [[1.0, 2.0]]),
+        ([float("nan")], [float("nan")]),
+        ([1.0, 2.0], [1.0, 2.5]),
+        ([], []),
+        ([True, False], [1, 0]),
+    ],
+)
+def test_equal_like_torch(a, b):
+    got = plast.equal(plast.tensor(a), plast.tensor(b))
+    assert got is torch.equal(torch.tensor(a), torch.tensor(b))
+    assert plast.tensor(a).equal(plast.tensor(b)) is got

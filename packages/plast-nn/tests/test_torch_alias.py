@@ -211,6 +211,25 @@ for i in range(0, 20):
     for p in model.parameters():
         p.data.add_(p.grad, alpha=-5.0)
     print(loss.item())
+
+# the program's checkpoint: the whole model, reloaded with the classes it holds allowed (as main.py does)
+with open("model.pt", "wb") as f:
+    torch.save(model, f)
+with open("model.pt", "rb") as f:
+    allowed = [RNNModel, nn.Dropout, nn.Embedding, torch.nn.modules.linear.Linear, torch.nn.modules.rnn.LSTM,
+               torch.nn.modules.rnn.GRU]
+    with torch.serialization.safe_globals(allowed):
+        loaded = torch.load(f)
+assert type(loaded) is RNNModel and type(loaded.rnn) is type(model.rnn)
+assert [n for n, _ in loaded.named_parameters()] == [n for n, _ in model.named_parameters()]
+assert all(isinstance(p, nn.Parameter) and p.requires_grad for p in loaded.parameters())
+model.eval()
+loaded.eval()
+with torch.no_grad():
+    out, _ = loaded(data[:5], loaded.init_hidden(4))
+    ref, _ = model(data[:5], model.init_hidden(4))
+assert torch.equal(out, ref)
+print(criterion(out, data[1:6].reshape(-1)).item())
 """
 
 
@@ -439,7 +458,7 @@ def test_word_language_model_style_rnn_runs_unchanged(tmp_path, kind):
     np.savez(tmp_path / "w.npz", **_rnn_weights(np.random.default_rng(1)))
     ref = _losses(["lm.py", "w.npz", kind], tmp_path)
     got = _losses(["-m", "plast.torch", "lm.py", "w.npz", kind], tmp_path)
-    assert len(ref) == len(got) == 20
+    assert len(ref) == len(got) == 21  # 20 steps, then the reloaded whole-model checkpoint's loss
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=0)
 
 

@@ -79,9 +79,11 @@ from .ops import fusion_rules  # noqa: F401
 from .ops.attention import scaled_dot_product_attention
 from .ops.composites import (
     absolute,
+    allclose,
     cosh,
     deg2rad,
     divide,
+    equal,
     fix,
     float_power,
     fmax,
@@ -91,6 +93,7 @@ from .ops.composites import (
     greater_equal,
     heaviside,
     hypot,
+    isclose,
     isneginf,
     isposinf,
     isreal,

@@ -734,6 +734,9 @@ class Tensor(TensorBase):
 
     # ops/composites.py (torch's elementwise functions in primitives, and alias names)
     absolute = composite_ops.absolute
+    isclose = composite_ops.isclose
+    allclose = composite_ops.allclose
+    equal = composite_ops.equal
     fmax = composite_ops.fmax
     fmin = composite_ops.fmin
     nan_to_num = composite_ops.nan_to_num

@@ -18,18 +18,40 @@ CheckpointError. Files written by other tools, and by plast before format 2 (``p
 no checksum: they are checked for consistency (offsets, sizes, types) but damage inside the tensor data can't be
 seen. Writes to a path are atomic (temporary file in the same directory, fsync, rename); a damaged, truncated or
 inconsistent file, or a path that is not a regular file, raises CheckpointError naming the file and the problem.
+
+Whole objects (``plast.save(model, f)``, as torch.save): any other object is stored the way pickle would take it
+apart (its ``__reduce_ex__(2)``: a callable, its arguments, its state, its items), written into the same JSON tree
+(format ``plast.save/3``; files without objects stay format 2, byte for byte what they were), with shared objects
+and cycles (a parameter in both ``_parameters`` and the module's ``__dict__``) kept as references and tensors
+still in safetensors entries. Loading rebuilds them as torch.load(weights_only=True) does, never with pickle and
+never running a callable the file names unless it is allowed: plast's own classes and functions, a few builtins
+(OrderedDict, set, frozenset, complex, slice, range, copyreg's ``__newobj__`` for an allowed class), and what
+the caller lists with ``safe_globals([...])`` / ``add_safe_globals([...])`` (torch.serialization's names, so
+``torch.serialization.safe_globals([MyModel, torch.nn.Linear])`` works unchanged under plast.torch). Anything
+else raises UnpicklingError naming it and the call that allows it; ``weights_only=False`` lifts nothing (a
+file never runs code the caller did not allow; only plast's own modules are imported on demand, and of plast's
+functions only the reconstructors of its own ``__reduce__`` methods are ever called). A tensor subclass (``nn.Parameter``) comes back as that class, with its requires_grad,
+by setting its class on the loaded tensor (as ``copy.deepcopy`` does), never by calling its constructor.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import copyreg
+import enum
 import hashlib
+import importlib
+import inspect
 import io
 import json
 import math
 import os
+import pickle  # for its exception class only: torch code catches pickle.UnpicklingError
 import stat
 import tempfile
-from collections.abc import Callable, Mapping
+import types
+from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any
 
 import ml_dtypes
@@ -43,7 +65,9 @@ from ._core.hints import DeviceLike
 from .ops.creation import tensor
 
 FORMAT = "plast.save/2"
+FORMAT_OBJECTS = "plast.save/3"  # format 2's tree plus object, global and shared-reference nodes
 _OLD_FORMATS = ("plast.save/1",)  # same tree language, no checksums
+_CHECKED_FORMATS = (FORMAT, FORMAT_OBJECTS)
 _TREE_KEY = "plast"
 _PAYLOAD_SHA = "plast.payload_sha256"
 _HEADER_SHA = "plast.header_sha256"
@@ -110,32 +134,213 @@ def _entry_name(path, tensors):
     return name
 
 
-def _unstorable(obj, path):
-    where = path or "the top level"
-    hint = ""
-    if callable(getattr(obj, "state_dict", None)):
-        hint = (
-            "; save its state dict instead: plast.save(model.state_dict(), f) or "
-            "plast.save(optimizer.state_dict(), f), and restore it with load_state_dict(plast.load(f))"
+class UnpicklingError(pickle.UnpicklingError):
+    """A file names a class or function that loading may not call (torch's pickle.UnpicklingError role: loading
+    with weights_only refuses what is not on the allow-list). The message names it and how to allow it."""
+
+
+# callables a file may name without being allowed: builtins that only build containers and numbers
+_BUILTIN_GLOBALS = {
+    "collections:OrderedDict": collections.OrderedDict,
+    "builtins:set": set,
+    "builtins:frozenset": frozenset,
+    "builtins:complex": complex,
+    "builtins:slice": slice,
+    "builtins:range": range,
+    "copyreg:__newobj__": copyreg.__newobj__,
+}
+_safe_globals: dict[str, Any] = {}  # name -> object, from add_safe_globals
+_scoped_globals: list[dict[str, Any]] = []  # the `with safe_globals(...)` blocks now open
+
+
+def _global_name(obj):
+    """'module:qualname' of a class or function, as the file records it."""
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        raise TypeError(f"plast.save can't refer to {obj!r}: it has no __module__ and __qualname__")
+    if "<lambda>" in qualname or "<locals>" in qualname:
+        raise TypeError(
+            f"plast.save can't refer to {module}.{qualname}: a lambda or a function defined inside another "
+            "function has no name to find it by when loading (define it at a module's top level)"
         )
-    return TypeError(
-        f"plast.save can store tensors, dicts, lists, tuples, numbers, strings and None; got {type(obj).__name__} "
-        f"at {where} (pickle is never used, so arbitrary objects can't be saved){hint}"
+    return f"{module}:{qualname}"
+
+
+def _allow_list(entries):
+    out = {}
+    for entry in entries:
+        if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], str):
+            obj, name = entry  # torch's (object, "module.name") form
+            out[name.replace(":", ".")] = obj
+            out[_global_name(obj)] = obj
+        else:
+            out[_global_name(entry)] = entry
+    return out
+
+
+def add_safe_globals(safe_globals: Iterable[Any]) -> None:
+    """Allow plast.load to rebuild objects of these classes (and to call these functions) from now on, as
+    torch.serialization.add_safe_globals. Entries are classes or functions, or (object, "module.name") pairs."""
+    _safe_globals.update(_allow_list(safe_globals))
+
+
+def get_safe_globals() -> list[Any]:
+    """The classes and functions add_safe_globals has allowed."""
+    return list({id(v): v for v in _safe_globals.values()}.values())
+
+
+def clear_safe_globals() -> None:
+    """Forget everything add_safe_globals allowed."""
+    _safe_globals.clear()
+
+
+@contextlib.contextmanager
+def safe_globals(safe_globals: Iterable[Any]):
+    """Allow these classes and functions for the loads inside the block (torch.serialization.safe_globals)."""
+    _scoped_globals.append(_allow_list(safe_globals))
+    try:
+        yield
+    finally:
+        _scoped_globals.pop()
+
+
+def _is_plast_module(module):
+    return module == "plast" or module.startswith("plast.")
+
+
+# plast functions a file may have called to rebuild an object: the reconstructors of plast's own __reduce__
+# methods, which only look a value up or make an empty container. Any other plast function (plast.save, say) is
+# never called for a file, though a file may name it as a value (a module's ``activation = F.relu``).
+_PLAST_REBUILDERS = {"plast._core._dtype:_by_name", "plast.nn.module:_rebuild_members"}
+
+
+def _lookup(name, weights_only=None):
+    """The class or function a file's 'module:qualname' names, as a value; UnpicklingError unless allowed:
+    listed by safe_globals / add_safe_globals, a builtin of _BUILTIN_GLOBALS, or plast's own (whose modules are
+    imported on demand; no other module ever is). `weights_only` changes nothing: no load runs code the caller
+    did not allow, so there is no unsafe mode to ask for."""
+    del weights_only
+    for table in (*reversed(_scoped_globals), _safe_globals, _BUILTIN_GLOBALS):
+        if name in table:
+            return table[name]
+    module, _, qualname = name.partition(":")
+    if not module or not qualname:
+        raise _Bad(f"it names a global {name[:80]!r} that is not 'module:qualname'")
+    shown = f"{module}.{qualname}"
+    if not _is_plast_module(module):
+        raise UnpicklingError(
+            f"plast.load: the file holds {shown}, which loading may not use. If you trust the file, allow it: "
+            f"`with plast.serialization.safe_globals([{qualname.split('.')[-1]}]): plast.load(...)` (or "
+            "add_safe_globals; torch.serialization's names work the same under plast.torch). plast never "
+            "unpickles, and weights_only=False does not lift this: a file never runs code you did not allow"
+        )
+    try:
+        obj = importlib.import_module(module)  # plast's own code, installed with this plast
+    except ImportError:
+        raise UnpicklingError(
+            f"plast.load: the file names {shown}, but there is no module {module} here"
+        ) from None
+    for part in qualname.split("."):
+        obj = getattr(obj, part, _MISSING)
+        if obj is _MISSING:
+            raise UnpicklingError(f"plast.load: the file names {shown}, which does not exist here")
+    return obj
+
+
+def _callable_allowed(name, fn):
+    """Whether an object node may call `fn` (named `name`) to create its object."""
+    if fn is copyreg.__newobj__:
+        return True  # cls.__new__(cls, *args): the class itself was looked up by _lookup
+    if any(name in table for table in (*_scoped_globals, _safe_globals, _BUILTIN_GLOBALS)):
+        return True
+    if name in _PLAST_REBUILDERS:
+        return True
+    # a plast enum (Device): calling the class looks a member up by value; a plast container class (a module's
+    # hook dict): what dict's and list's __reduce__ call, with no arguments, before the items are added
+    return (
+        isinstance(fn, type)
+        and _is_plast_module(fn.__module__)
+        and issubclass(fn, (enum.Enum, dict, list, set, frozenset, tuple))
     )
 
 
-def _encode(obj, tensors, path, depth=0):
-    if depth > MAX_DEPTH:
-        raise ValueError(
-            f"plast.save: the object is nested deeper than {MAX_DEPTH} levels (a cycle?) at {path}"
-        )
-    if isinstance(obj, TensorBase):
-        key = _entry_name(path, tensors)
-        tensors[key] = _host_values(obj)
-        return _ref(key, obj)
-    if isinstance(obj, dict):
+_MISSING = object()
+
+
+def _is_global(obj):
+    """A class, or a function or builtin that is not bound to an instance: stored by its name."""
+    if isinstance(obj, type):
+        return True
+    if not inspect.isroutine(obj):
+        return False
+    owner = getattr(obj, "__self__", None)
+    return owner is None or isinstance(owner, types.ModuleType)
+
+
+class _Encoder:
+    """Turns what save was given into the JSON tree, each tensor into an entry of `tensors`."""
+
+    def __init__(self):
+        self.tensors = {}
+        self.objects = False  # whether an object, global or set node was written (format 3)
+        self.memo = {}  # id(object or tensor inside an object) -> node id / entry name
+        self.next_id = 0
+        self.keep = []  # what the memo's ids belong to, alive until the end (an id is reused once freed)
+
+    def encode(self, obj, path, depth=0, in_object=False):
+        if depth > MAX_DEPTH:
+            raise ValueError(
+                f"plast.save: the object is nested deeper than {MAX_DEPTH} levels (a cycle?) at {path}"
+            )
+        if isinstance(obj, TensorBase):
+            return self.tensor(obj, path, in_object)
+        if type(obj) is dict or (isinstance(obj, dict) and not in_object):
+            return self.dict(obj, path, depth, in_object)
+        if type(obj) is tuple or (isinstance(obj, tuple) and not in_object):
+            return {
+                "__tuple__": [self.encode(v, f"{path}.{i}", depth + 1, in_object) for i, v in enumerate(obj)]
+            }
+        if type(obj) is list or (isinstance(obj, list) and not in_object):
+            return [self.encode(v, f"{path}.{i}", depth + 1, in_object) for i, v in enumerate(obj)]
+        if isinstance(obj, float) and not math.isfinite(obj):
+            return {"__float__": repr(obj)}
+        if obj is None or type(obj) in (bool, int, float, str):
+            return obj
+        if isinstance(obj, np.generic):
+            return self.encode(obj.item(), path, depth, in_object)
+        if isinstance(obj, (bool, int, float, str)):  # a subclass (an IntEnum member): keep its class
+            return self.reduced(obj, path, depth)
+        if _is_global(obj):
+            self.objects = True
+            return {"__global__": _global_name(obj)}
+        if isinstance(obj, (bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"plast.save can't store {type(obj).__name__} (at {path or 'the top level'}): store the data as a "
+                "tensor (plast.tensor(numpy.frombuffer(b, numpy.uint8))); pickle is never used"
+            )
+        return self.reduced(obj, path, depth)
+
+    def tensor(self, t, path, in_object):
+        if in_object and id(t) in self.memo:
+            return {"__tensor__": self.memo[id(t)], "again": True}
+        key = _entry_name(path, self.tensors)
+        self.tensors[key] = _host_values(t)
+        node = _ref(key, t)
+        if in_object:
+            self.memo[id(t)] = key
+            self.keep.append(t)
+            if type(t).__module__ != "plast._tensor" or type(t).__name__ != "Tensor":
+                node["cls"] = _global_name(type(t))
+            if t.requires_grad:
+                node["requires_grad"] = True
+        return node
+
+    def dict(self, obj, path, depth, in_object):
         if all(isinstance(k, str) for k in obj) and not any(k.startswith("__") for k in obj):
-            return {k: _encode(v, tensors, f"{path}.{k}" if path else k, depth + 1) for k, v in obj.items()}
+            return {
+                k: self.encode(v, f"{path}.{k}" if path else k, depth + 1, in_object) for k, v in obj.items()
+            }
         items = []
         for k, v in obj.items():
             if not isinstance(k, (str, int, float, bool)) and k is not None:
@@ -144,27 +349,77 @@ def _encode(obj, tensors, path, depth=0):
                 )
             if isinstance(k, float) and not math.isfinite(k):
                 raise ValueError(f"plast.save: a dict key is {k!r}; keys must be finite numbers")
-            items.append([k, _encode(v, tensors, f"{path}.{k}" if path else str(k), depth + 1)])
+            items.append([k, self.encode(v, f"{path}.{k}" if path else str(k), depth + 1, in_object)])
         return {"__dict__": items}
-    if isinstance(obj, tuple):
-        return {"__tuple__": [_encode(v, tensors, f"{path}.{i}", depth + 1) for i, v in enumerate(obj)]}
-    if isinstance(obj, list):
-        return [_encode(v, tensors, f"{path}.{i}", depth + 1) for i, v in enumerate(obj)]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return {"__float__": repr(obj)}
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    if isinstance(obj, np.generic):
-        return _encode(obj.item(), tensors, path, depth)
-    raise _unstorable(obj, path)
+
+    def reduced(self, obj, path, depth):
+        """An object as its __reduce_ex__(2) takes it apart: pickle's recipe, written as data."""
+        self.objects = True
+        if id(obj) in self.memo:
+            ref = self.memo[id(obj)]
+            if ref is None:
+                raise ValueError(
+                    f"plast.save: {type(obj).__name__} at {path} needs itself to be created (a cycle through "
+                    "its constructor's arguments), which can't be stored"
+                )
+            return {"__again__": ref}
+        where = path or "the top level"
+        try:
+            parts = obj.__reduce_ex__(2)
+        except Exception as e:
+            raise TypeError(
+                f"plast.save can't store the {type(obj).__name__} at {where} ({e}); pickle is never used. For a "
+                "model or an optimizer, plast.save(model.state_dict(), f) always works"
+            ) from None
+        if isinstance(parts, str) or not isinstance(parts, tuple) or not 2 <= len(parts) <= 6:
+            raise TypeError(
+                f"plast.save can't store the {type(obj).__name__} at {where} (it reduces to a name)"
+            )
+        parts = parts + (None,) * (6 - len(parts))
+        fn, args, state, listitems, dictitems, setter = parts
+        if setter is not None:
+            raise TypeError(f"plast.save can't store the {type(obj).__name__} at {where} (a state setter)")
+        self.keep.append(obj)
+        self.memo[id(obj)] = None  # being created: a reference back to it now would be a cycle
+        node = {"__reduce__": self.encode(fn, path, depth + 1, True)}
+        node["args"] = self.encode(tuple(args), f"{path}", depth + 1, True)["__tuple__"]
+        ref = self.memo[id(obj)] = self.next_id
+        self.next_id += 1
+        node["id"] = ref
+        if listitems is not None:
+            node["listitems"] = [
+                self.encode(v, f"{path}.{i}", depth + 1, True) for i, v in enumerate(listitems)
+            ]
+        if dictitems is not None:
+            node["dictitems"] = [
+                [
+                    self.encode(k, f"{path}.key", depth + 1, True),
+                    self.encode(v, f"{path}.{k}", depth + 1, True),
+                ]
+                for k, v in dictitems
+            ]
+        if state is not None:
+            node["state"] = self.encode(state, path, depth + 1, True)
+        return node
+
+
+def _encode(obj, tensors, path):
+    """The tree of `obj` (format 2's language where obj holds no objects), its tensors put into `tensors`; and
+    whether it needed format 3."""
+    enc = _Encoder()
+    enc.tensors = tensors
+    return enc.encode(obj, path), enc.objects
 
 
 class _Tree:
     """Decodes the metadata tree, checking every node's shape (the file may be hostile)."""
 
-    def __init__(self, tensors, place, strict):
+    def __init__(self, tensors, place, strict, objects=False, weights_only=None):
         self.tensors, self.place, self.strict = tensors, place, strict
         self.done = {}  # entry name -> tensor (format 1 files may refer to an entry twice; see load)
+        self.objects = objects  # format 3: object, global and shared-reference nodes may appear
+        self.weights_only = weights_only
+        self.built = {}  # object node id -> the object (shared references and cycles)
 
     def decode(self, node, depth=0):
         if depth > MAX_DEPTH:
@@ -201,22 +456,127 @@ class _Tree:
                 return float(text)
             except ValueError:
                 raise _Bad(f"a float node holds {text[:40]!r}, not a number") from None
+        if self.objects and "__global__" in node:
+            name = node["__global__"]
+            if len(node) != 1 or not isinstance(name, str):
+                raise _Bad("a global node is malformed")
+            return _lookup(name, self.weights_only)
+        if self.objects and "__again__" in node:
+            ref = node["__again__"]
+            if len(node) != 1 or type(ref) is not int or ref not in self.built:
+                raise _Bad("a shared-object reference is malformed or points forward")
+            return self.built[ref]
+        if self.objects and "__reduce__" in node:
+            return self.rebuild(node, depth)
         for k in node:
             if k.startswith("__"):
                 raise _Bad(f"its structure has an unknown marker {k[:40]!r}")
         return {k: self.decode(v, depth + 1) for k, v in node.items()}
 
+    def rebuild(self, node, depth):
+        """pickle's REDUCE, APPENDS, SETITEMS and BUILD over an object node, calling only allowed callables."""
+        known = {"__reduce__", "args", "id", "listitems", "dictitems", "state"}
+        if (
+            not set(node) <= known
+            or not isinstance(node.get("args"), list)
+            or type(node.get("id")) is not int
+        ):
+            raise _Bad("an object node is malformed")
+        if node["id"] in self.built or node["id"] != len(self.built):
+            raise _Bad("an object node's id is out of sequence")
+        ctor = node["__reduce__"]
+        if not (
+            isinstance(ctor, dict) and set(ctor) == {"__global__"} and isinstance(ctor["__global__"], str)
+        ):
+            raise _Bad("an object node's constructor is not a global")
+        fn = _lookup(ctor["__global__"], self.weights_only)
+        if not _callable_allowed(ctor["__global__"], fn):
+            raise UnpicklingError(
+                f"plast.load: the file would call {ctor['__global__'].replace(':', '.')} to rebuild an object, "
+                "and loading calls only constructors it knows to be safe or that safe_globals allowed"
+            )
+        args = [self.decode(a, depth + 1) for a in node["args"]]
+        if fn is copyreg.__newobj__:
+            # copyreg.__newobj__(cls, *args) is cls.__new__(cls, *args): the class must itself be allowed, which
+            # decoding args[0] (a global node) has checked
+            if not args or not isinstance(args[0], type):
+                raise _Bad("an object node creates something that is not a class")
+        if not callable(fn):
+            raise _Bad("an object node's constructor is not callable")
+        try:
+            obj = fn(*args)
+        except Exception as e:
+            raise _Bad(
+                f"rebuilding a {getattr(fn, '__qualname__', fn)!r} failed ({type(e).__name__}: {e})"
+            ) from e
+        self.built[node["id"]] = obj
+        if "listitems" in node:
+            items = node["listitems"]
+            if not isinstance(items, list):
+                raise _Bad("an object node's list items are malformed")
+            for v in items:
+                obj.append(self.decode(v, depth + 1))
+        if "dictitems" in node:
+            items = node["dictitems"]
+            if not isinstance(items, list) or not all(isinstance(i, list) and len(i) == 2 for i in items):
+                raise _Bad("an object node's dict items are malformed")
+            for k, v in items:
+                key = self.decode(k, depth + 1)
+                try:
+                    obj[key] = self.decode(v, depth + 1)
+                except TypeError as e:
+                    raise _Bad(f"an object node's dict items don't fit it ({e})") from None
+        if "state" in node:
+            self.set_state(obj, self.decode(node["state"], depth + 1))
+        return obj
+
+    @staticmethod
+    def set_state(obj, state):
+        setstate = getattr(obj, "__setstate__", None)
+        if setstate is not None:
+            setstate(state)
+            return
+        slots = None
+        if isinstance(state, tuple) and len(state) == 2:
+            state, slots = state
+        if state:
+            if not isinstance(state, dict) or not hasattr(obj, "__dict__"):
+                raise _Bad(f"the state of a {type(obj).__name__} is malformed")
+            obj.__dict__.update(state)
+        if slots:
+            if not isinstance(slots, dict):
+                raise _Bad(f"the slot state of a {type(obj).__name__} is malformed")
+            for k, v in slots.items():
+                setattr(obj, k, v)
+
     def tensor(self, node):
         key, loc = node["__tensor__"], node.get("device", "cpu")
-        if not isinstance(key, str) or not isinstance(loc, str) or not set(node) <= {"__tensor__", "device"}:
+        extra = {"again", "cls", "requires_grad"} if self.objects else set()
+        if (
+            not isinstance(key, str)
+            or not isinstance(loc, str)
+            or not set(node) <= {"__tensor__", "device", *extra}
+        ):
             raise _Bad("a tensor reference is malformed")
         if key not in self.tensors:
             raise _Bad(f"its metadata refers to a tensor {key[:80]!r} it does not hold")
+        again = node.get("again", False) is True
         if key in self.done:
-            if self.strict:
+            if self.strict and not again:
                 raise _Bad(f"its metadata refers to tensor {key[:80]!r} twice")
             return self.done[key]
-        out = self.done[key] = self.place(self.tensors[key], loc)
+        if again:
+            raise _Bad(f"its metadata refers back to tensor {key[:80]!r} before it is loaded")
+        out = self.place(self.tensors[key], loc)
+        if "cls" in node:
+            cls = _lookup(node["cls"], self.weights_only) if isinstance(node["cls"], str) else None
+            if not (isinstance(cls, type) and issubclass(cls, TensorBase)):
+                raise _Bad(f"tensor {key[:80]!r} has a class that is not a tensor class")
+            if type(out) is not cls:
+                out.__class__ = cls  # as Tensor.__deepcopy__ does: the subclass's constructor never runs
+        if node.get("requires_grad") is True:
+            out.requires_grad_(True)
+        self.done[key] = out
         return out
 
 
@@ -499,9 +859,11 @@ def save(
     binary file object open for writing (``io.BytesIO``, ``open(p, "wb")``; written at its position).
 
     `obj` is a tensor, or dicts, lists and tuples of tensors, numbers, strings and None, as nested as needed
-    (``{"model": model.state_dict(), "optim": optimizer.state_dict(), "epoch": 3}``). A module or an optimizer
-    itself can't be saved (that would need pickle): save its ``state_dict()``. `metadata` adds string entries
-    that ``load(..., with_metadata=True)`` returns.
+    (``{"model": model.state_dict(), "optim": optimizer.state_dict(), "epoch": 3}``): the portable kind of
+    file, which other safetensors readers see as a flat dict. A whole object (``plast.save(model, f)``, as
+    torch.save) is stored too, as its pickle recipe written in JSON (see the module docstring); loading it needs
+    its classes allowed (``safe_globals``), and a state dict stays the better checkpoint. `metadata` adds string
+    entries that ``load(..., with_metadata=True)`` returns.
 
     >>> import tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "w.safetensors")
@@ -510,8 +872,9 @@ def save(
     [1.0, 1.0]
     """
     tensors = {}
-    tree = _encode(obj, tensors, "")
-    meta = {"format": FORMAT, _TREE_KEY: json.dumps(tree, allow_nan=False, ensure_ascii=True)}
+    tree, objects = _encode(obj, tensors, "")
+    fmt = FORMAT_OBJECTS if objects else FORMAT
+    meta = {"format": fmt, _TREE_KEY: json.dumps(tree, allow_nan=False, ensure_ascii=True)}
     if metadata:
         for k, v in metadata.items():
             if str(k) in _RESERVED:
@@ -549,8 +912,10 @@ def load(
     ``f(cpu_tensor, location)`` returning the tensor to use (or None for the saved device). CUDA tensors without
     a usable GPU raise CudaUnavailableError.
 
-    Loading never executes code from the file: plast never pickles, so ``weights_only`` is accepted for
-    torch.load compatibility and both values mean the same safe load.
+    Loading never executes code from the file, and never unpickles. A file holding whole objects (a module
+    saved with ``plast.save(model, f)``) is rebuilt calling only plast's own classes and functions, a few
+    container builtins, and what ``safe_globals`` / ``add_safe_globals`` allow (UnpicklingError names anything
+    else, whatever ``weights_only`` says: it is accepted for torch.load compatibility and lifts nothing).
 
     Files from plast's current format carry sha256 checksums of their header and data, and any mismatch (a
     flipped bit, a truncated copy) raises CheckpointError; files from other tools and older plast files carry
@@ -558,7 +923,6 @@ def load(
     CheckpointError at once. `with_metadata=True` returns ``(obj, metadata)``, the metadata being the extra
     entries given to plast.save (or another tool's ``__metadata__``).
     """
-    del weights_only  # nothing to unpickle: every load is the weights-only kind
     place = _placer(map_location)
     if _is_file_object(f):
         if not hasattr(f, "read"):
@@ -575,7 +939,7 @@ def load(
         name = os.fspath(f)
         data = _read_path(name)
     try:
-        out, meta = _load_bytes(data, place)
+        out, meta = _load_bytes(data, place, weights_only)
     except _Bad as e:
         raise CheckpointError(f"plast.load: {name}: {e}") from None
     if with_metadata:
@@ -586,11 +950,11 @@ def load(
     return out
 
 
-def _load_bytes(data, place):
+def _load_bytes(data, place, weights_only=None):
     meta, entries, payload, arrays = _parse(data)
     fmt = meta.get("format")
     plast_keys = [k for k in (_TREE_KEY, _PAYLOAD_SHA, _HEADER_SHA) if k in meta]
-    if fmt == FORMAT:
+    if fmt in _CHECKED_FORMATS:
         if len(plast_keys) != 3:
             raise _Bad(
                 f"it says {FORMAT} but lacks {set((_TREE_KEY, _PAYLOAD_SHA, _HEADER_SHA)) - set(plast_keys)}"
@@ -603,7 +967,9 @@ def _load_bytes(data, place):
         if _TREE_KEY not in meta:
             raise _Bad(f"it says {fmt} but has no structure entry")
     elif isinstance(fmt, str) and fmt.startswith("plast.save/"):
-        raise _Bad(f"it is in format {fmt[:40]!r}, which this plast can't read (it reads {FORMAT} and older)")
+        raise _Bad(
+            f"it is in format {fmt[:40]!r}, which this plast can't read (it reads {FORMAT_OBJECTS} and older)"
+        )
     elif plast_keys:
         raise _Bad("it has plast metadata but no plast format entry (corrupt?)")
     tensors = _materialize(arrays, payload)
@@ -617,11 +983,25 @@ def _load_bytes(data, place):
         raise _Bad("its structure entry is nested too deeply") from None
     # format 1's namer could give two tensors one entry (the later overwrote the earlier), so its files may
     # refer to an entry twice; format 2 names are unique and each is referred to exactly once
-    decoder = _Tree(tensors, place, strict=fmt == FORMAT)
+    decoder = _Tree(
+        tensors,
+        place,
+        strict=fmt in _CHECKED_FORMATS,
+        objects=fmt == FORMAT_OBJECTS,
+        weights_only=weights_only,
+    )
     out = decoder.decode(tree)
-    if fmt == FORMAT and len(decoder.done) != len(tensors):
+    if fmt in _CHECKED_FORMATS and len(decoder.done) != len(tensors):
         raise _Bad("it holds tensors its structure does not refer to")
     return out, meta
 
 
-__all__ = ["save", "load"]
+__all__ = [
+    "save",
+    "load",
+    "safe_globals",
+    "add_safe_globals",
+    "get_safe_globals",
+    "clear_safe_globals",
+    "UnpicklingError",
+]

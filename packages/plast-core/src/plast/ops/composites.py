@@ -15,7 +15,7 @@ import ml_dtypes
 from .._core import dtypes
 from .._core.errors import DTypeError
 from .._core.hints import TensorBase, TensorOrNumber
-from . import creation, movement, pointwise, special, unary
+from . import creation, movement, pointwise, reduce, special, unary
 from .elementwise import add, div, mul, neg, sub
 
 
@@ -234,6 +234,55 @@ def mvlgamma(input: TensorBase, p: int) -> TensorBase:
     return add(out, p * (p - 1) / 4 * math.log(math.pi)) if p > 1 else out
 
 
+def isclose(
+    input: TensorBase, other: TensorBase, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> TensorBase:
+    """Elementwise |input - other| <= atol + rtol |other| (or exactly equal, which covers infinities), as
+    torch.isclose: both tensors of one dtype, broadcast; NaNs equal only with `equal_nan`.
+
+    >>> plast.isclose(plast.tensor([1.0, 1.1]), plast.tensor([1.0 + 1e-6, 1.0])).tolist()
+    [True, False]
+    """
+    a, b = _tensor(input), _tensor(other)
+    if a.dtype != b.dtype:
+        raise DTypeError(f"isclose: {a.dtype} did not match {b.dtype} (both tensors must have one dtype)")
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, atol={atol}")
+    close = pointwise.eq(a, b)
+    if a.dtype == dtypes.bool_ or (rtol == 0 and atol == 0):
+        return close
+    if equal_nan and a.dtype.is_floating_point:
+        close = pointwise.logical_or(close, pointwise.logical_and(pointwise.isnan(a), pointwise.isnan(b)))
+    fa, fb = _float(a), _float(b)  # integers compare their difference in the default float type, as torch
+    err = unary.abs(sub(fa, fb))
+    within = pointwise.le(err, add(unary.abs(mul(fb, rtol)), atol))
+    return pointwise.logical_or(close, pointwise.logical_and(pointwise.isfinite(err), within))
+
+
+def allclose(
+    input: TensorBase, other: TensorBase, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> bool:
+    """Whether isclose holds everywhere (torch.allclose), as a Python bool.
+
+    >>> plast.allclose(plast.tensor([1.0, 2.0]), plast.tensor([1.0, 2.0 + 1e-7]))
+    True
+    """
+    return bool(reduce.all(isclose(input, other, rtol, atol, equal_nan)).item())
+
+
+def equal(input: TensorBase, other: TensorBase) -> bool:
+    """Whether the two tensors have the same shape and equal elements (torch.equal; dtypes are promoted, and NaN
+    equals nothing), as a Python bool.
+
+    >>> plast.equal(plast.tensor([1, 2]), plast.tensor([1.0, 2.0])), plast.equal(plast.ones(2), plast.ones(1, 2))
+    (True, False)
+    """
+    a, b = _tensor(input), _tensor(other)
+    if tuple(a.shape) != tuple(b.shape):
+        return False
+    return bool(reduce.all(pointwise.eq(a, b)).item())
+
+
 # torch's alias names: the same functions
 absolute = unary.abs
 divide = div
@@ -251,6 +300,9 @@ not_equal = pointwise.ne
 
 __all__ = [
     "absolute",
+    "allclose",
+    "equal",
+    "isclose",
     "cosh",
     "deg2rad",
     "divide",

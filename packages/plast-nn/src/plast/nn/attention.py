@@ -13,7 +13,7 @@ from plast.errors import ShapeError
 
 from . import functional as F
 from . import init
-from .linear import Linear, _factory_dtype
+from .linear import NonDynamicallyQuantizableLinear, _factory_dtype
 from .module import Module
 from .parameter import Parameter
 
@@ -92,7 +92,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(plast.empty(3 * embed_dim, dtype=dt))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dt)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dt)
         if add_bias_kv:
             self.bias_k = Parameter(plast.empty(1, 1, embed_dim, dtype=dt))
             self.bias_v = Parameter(plast.empty(1, 1, embed_dim, dtype=dt))

@@ -76,6 +76,12 @@ class Linear(Module):
         )
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """Linear under the name torch gives MultiheadAttention's ``out_proj`` (torch keeps its quantization tools
+    off that layer by its class; plast has none). The name matters to whole-model files and to scripts that list
+    it in ``torch.serialization.safe_globals``."""
+
+
 class Flatten(Module):
     """Flattens dims start_dim..end_dim into one (default: all but the batch dim).
 
