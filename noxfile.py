@@ -7,7 +7,8 @@
     nox -s gpu | bench      the cuda-marked tests; the benchmark harness
 
 plast-core is compiled once per run into a wheel in dist/ (reused while it is newer than its sources) and
-installed from it in every session. Siblings always go into a virtualenv in one pip command, from wheels or
+installed from it in every session; the editable sessions take the same compiled extensions from the build cache
+(.nox/plast-build-cache), so the tree is cythonized and compiled once per run. Siblings always go into a virtualenv in one pip command, from wheels or
 local paths, so pip never looks a plast-* name up on an index: those names are not ours there.
 """
 
@@ -138,7 +139,20 @@ def wheel(session: nox.Session, short: str, *, force: bool = False) -> Path:
             copy = Path(tmp) / pkg_dir.name
             shutil.copytree(pkg_dir, copy, ignore=lambda d, names: _ignored(Path(d), names, pkg_dir))
             session.log(f"building the {DISTS[short]} wheel")
-            session.run("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(DIST), str(copy))
+            # through the build cache: the editable sessions then take plast-core's extensions from it, neither
+            # cythonized nor compiled again (setup.py keys them by content, not by where the tree lies)
+            session.run(
+                "python",
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "-w",
+                str(DIST),
+                str(copy),
+                env={"PLAST_BUILD_CACHE": str(BUILD_CACHE)},
+            )
         whl = _find_wheel(short)
         if whl is None:
             session.error(f"pip wheel did not leave a {DISTS[short]} wheel in {DIST}")

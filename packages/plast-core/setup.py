@@ -9,9 +9,11 @@ Build-time switches (environment variables):
   PLAST_NO_OPENMP=1      build without OpenMP even when the compiler has it (single-threaded kernels).
   PLAST_DEBUG_BUILD=1    -O0 -g, bounds checks on in Cython.
   PLAST_BUILD_CACHE=DIR  keep each compiled extension in DIR under a hash of everything that goes into it (its
-                         generated C, the C sources and headers beside the kernels, the compiler flags and
-                         versions) and copy it from there instead of compiling it again. nox sets it: its
-                         editable-install sessions would otherwise compile the same tree four times.
+                         .pyx, every .pxd and C source and header of the package, the compiler flags and
+                         versions; paths relative to this file, so a copy of the tree elsewhere shares it) and
+                         copy it from there instead of compiling it again; a cached extension is not even
+                         cythonized. nox sets it for the wheel build and the editable-install sessions, which
+                         would otherwise translate and compile the same tree five times.
 """
 
 import hashlib
@@ -42,7 +44,7 @@ class ParallelBuildExt(build_ext):
         if not cache:
             return super().build_extension(ext)
         target = Path(self.get_ext_fullpath(ext.name))
-        cached = Path(cache) / f"{ext.name}.{_extension_key(ext)}{target.suffix}"
+        cached = _cached_path(cache, ext.name)
         if cached.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             # a fresh mtime, not the cached file's: `build_ext --inplace` copies the build's file into the
@@ -75,8 +77,9 @@ def _extension_key(ext) -> str:
         repr(ext.extra_compile_args),
         repr(ext.extra_link_args),
         repr(ext.define_macros),
-        # numpy's include dir lies inside each virtualenv: numpy is keyed by its version above
-        repr([d for d in ext.include_dirs if d != np.get_include()]),
+        # numpy's include dir lies inside each virtualenv: numpy is keyed by its version above; the others are
+        # keyed relative to this file, so that the wheel build (in a temporary copy) and editable builds agree
+        repr([os.path.relpath(d, HERE) for d in ext.include_dirs if d != np.get_include()]),
     ):
         h.update(part.encode() + b"\0")
     pyx = SRC / Path(*ext.name.split(".")).with_suffix(".pyx")
@@ -213,12 +216,28 @@ _DIRECTIVES = {
     "embedsignature": True,
 }
 
+# Each extension's cache key, computed before Cython runs (from the .pyx and the package's .pxd and C files, not
+# from the generated C): an extension already in PLAST_BUILD_CACHE skips cythonize as well as the compiler.
+_ALL = _extensions()
+_KEYS = {ext.name: _extension_key(ext) for ext in _ALL}
+
+
+def _cached_path(cache, name):
+    return Path(cache) / f"{name}.{_KEYS[name]}{sysconfig.get_config_var('EXT_SUFFIX')}"
+
+
+_CACHE = os.environ.get("PLAST_BUILD_CACHE")
+_HITS = [ext for ext in _ALL if _CACHE and _cached_path(_CACHE, ext.name).is_file()]
+_MISSES = [ext for ext in _ALL if ext not in _HITS]
+if _HITS:
+    print(f"plast-core: {len(_HITS)} of {len(_ALL)} extensions from PLAST_BUILD_CACHE ({_CACHE})", file=sys.stderr)
+
 setup(
     cmdclass={"build_ext": ParallelBuildExt},
-    ext_modules=cythonize(
-        _extensions(),
-        language_level=3,
-        compiler_directives=_DIRECTIVES,
-        nthreads=os.cpu_count() or 1,
-    ),
+    ext_modules=(
+        cythonize(_MISSES, language_level=3, compiler_directives=_DIRECTIVES, nthreads=os.cpu_count() or 1)
+        if _MISSES
+        else []
+    )
+    + _HITS,
 )
