@@ -255,6 +255,7 @@ from .ops.reduce import (
     topk,
     var,
 )
+from .ops.rnn import fused_gru_cell, fused_lstm_cell
 from .ops.shape import (
     cat,
     chunk,
