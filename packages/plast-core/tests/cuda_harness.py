@@ -406,9 +406,13 @@ def _segments():
 
     def rnn_ops():
         # the fused cells forward and backward: LSTM with both outputs used, with only h and with only c (absent
-        # gradients are null pointers), strided gates (a column slice), GRU in float32 and float64
+        # gradients are null pointers), strided gates (a column slice), GRU in float32 and float64; split_copy
+        # (how the layers cut the sequence's gate projection into steps), along dims 0 and 1
         g = gen()
-        outs = []
+        seq = plast.randn(6, 4, generator=g, requires_grad=True)
+        steps = plast.split_copy(seq, 2) + plast.split_copy(seq, [1, 3], 1)
+        sum((s * (i + 1)).sum() for i, s in enumerate(steps)).backward()
+        outs = [*steps, seq.grad]
         for dt, used in ((plast.float32, "hc"), (plast.float32, "h"), (plast.float64, "c")):
             gx = plast.randn(3, 10, generator=g, dtype=dt, requires_grad=True)
             gh = plast.randn(3, 8, generator=g, dtype=dt, requires_grad=True)

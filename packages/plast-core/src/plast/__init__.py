@@ -273,6 +273,7 @@ from .ops.shape import (
     roll,
     select,
     split,
+    split_copy,
     squeeze,
     stack,
     tile,
