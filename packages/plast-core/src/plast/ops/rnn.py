@@ -28,8 +28,21 @@ from .unary import sigmoid, tanh
 _tensor_check, _same_device = _linalg.tensor_check, _linalg.same_device  # compiled (ops/_linalg.pyx)
 
 
+def _ok(gx, gh, state, gate_count):
+    """The common case of _check in a few attribute reads (a layer calls the cell once per time step)."""
+    if not (isinstance(gx, TensorBase) and isinstance(gh, TensorBase) and isinstance(state, TensorBase)):
+        return False
+    dt, dev, shape = state.dtype, state.device, state.shape
+    if gx.dtype is not dt or gh.dtype is not dt or not dt.is_floating_point or len(shape) != 2:
+        return False
+    want = (shape[0], gate_count * shape[1])
+    return gx.shape == want and gh.shape == want and gx.device == dev and gh.device == dev
+
+
 def _check(op, gates, names, gate_count, state, state_name):
     """The shared checks: plast tensors on one device, one floating dtype, 2-d gates (N, G*H), state (N, H)."""
+    if _ok(*gates, state, gate_count):
+        return
     for t, name in zip(gates + (state,), names + (state_name,), strict=True):
         _tensor_check(t, op, name)
     _same_device(op, *gates, state)
