@@ -1,5 +1,5 @@
-"""Recurrent layers on the CPU: plast.nn.LSTM / GRU (cells written in plast ops, Python loop over time) against
-torch.nn's, from the same weights.
+"""Recurrent layers on the CPU: plast.nn.LSTM / GRU (a fused cell op per step, plast.fused_lstm_cell /
+fused_gru_cell, after the h @ W_hh^T addmm; Python loop over time) against torch.nn's, from the same weights.
 
     python bench/bench_rnn.py                  # T=35, B=20, in=64, hidden=128, 1 and 2 layers, 1 thread
     python bench/bench_rnn.py --threads 2 --hidden 256

@@ -404,6 +404,32 @@ def _segments():
         (g2 * g2).sum().backward()  # prod's third derivative
         return outs + [a.grad, p.grad]
 
+    def rnn_ops():
+        # the fused cells forward and backward: LSTM with both outputs used, with only h and with only c (absent
+        # gradients are null pointers), strided gates (a column slice), GRU in float32 and float64; split_copy
+        # (how the layers cut the sequence's gate projection into steps), along dims 0 and 1
+        g = gen()
+        seq = plast.randn(6, 4, generator=g, requires_grad=True)
+        steps = plast.split_copy(seq, 2) + plast.split_copy(seq, [1, 3], 1)
+        sum((s * (i + 1)).sum() for i, s in enumerate(steps)).backward()
+        outs = [*steps, seq.grad]
+        for dt, used in ((plast.float32, "hc"), (plast.float32, "h"), (plast.float64, "c")):
+            gx = plast.randn(3, 10, generator=g, dtype=dt, requires_grad=True)
+            gh = plast.randn(3, 8, generator=g, dtype=dt, requires_grad=True)
+            c0 = plast.randn(3, 2, generator=g, dtype=dt, requires_grad=True)
+            h, c = plast.fused_lstm_cell(gx[:, 1:9], gh, c0)
+            loss = (h * h).sum() if "h" in used else 0.0
+            loss = loss + (c * c).sum() if "c" in used else loss
+            loss.backward()
+            outs += [h, c, gx.grad, gh.grad, c0.grad]
+        for dt in (plast.float32, plast.float64):
+            gx, gh = (plast.randn(4, 6, generator=g, dtype=dt, requires_grad=True) for _ in range(2))
+            h0 = plast.randn(4, 2, generator=g, dtype=dt, requires_grad=True)
+            h = plast.fused_gru_cell(gx, gh, h0)
+            (h * h).sum().backward()
+            outs += [h, gx.grad, gh.grad, h0.grad]
+        return outs
+
     return [
         ("pointwise", pointwise),
         ("extra", extra),
@@ -416,6 +442,7 @@ def _segments():
         ("prod_max", prod_max_ops),
         ("conv", conv_ops),
         ("optim", optim_ops),
+        ("rnn", rnn_ops),
     ]
 
 

@@ -53,6 +53,7 @@ MOVE_CALLS = {
     "vstack": "lib.vstack([y, y])",
     "chunk": "lib.chunk(y, 2, dim=-1)",
     "split": "lib.split(y, 2, dim=-1)",
+    "split_copy": "lib.split_copy(y, 2, dim=-1)",
     "unbind": "lib.unbind(y, dim=-1)",
     "diagonal": "lib.diagonal(y)",
     "flatten": "lib.flatten(y)",
@@ -87,7 +88,7 @@ ELEMENTWISE_CALLS = {
     "mvlgamma": "lib.mvlgamma(y + 1.0, 2)",  # p (an int) is the second argument; y + 1 keeps y above (p - 1) / 2
 }
 # one Python tensor per slice: a huge split dim makes 2**31 objects (torch too); these run with that dim small
-SLICES_LAST_DIM = {"chunk", "split", "unbind"}
+SLICES_LAST_DIM = {"chunk", "split", "split_copy", "unbind"}
 
 # enumerated ops that are not fuzzed, and why
 NOT_FUZZED = {

@@ -191,6 +191,49 @@ def test_split(size, dim, dtype, device):
     assert shapes(plast, plast.zeros(3, 5, 2)) == shapes(torch, torch.zeros(3, 5, 2))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("size,dim", [(2, 0), (3, 1), ([1, 2, 2], 1), ([0, 5], 1), ([2, 1], 0), (1, -1)])
+@pytest.mark.parametrize("shape", [(3, 5, 2), (1, 5, 2)])  # (1, 5, 2): pieces along dim 1 are blocks too
+def test_split_copy(size, dim, shape, dtype, device):
+    # copies with torch's values, one concatenation backward; the second piece is left out of the result, so
+    # its gradient is absent (zeros in the concatenation)
+    if isinstance(size, list) and sum(size) != shape[dim]:
+        pytest.skip("sections for the other shape")
+
+    def fn(m, a):  # torch's split_copy takes one size only; its split has the same values and gradients
+        parts = m.split_copy(a, size, dim) if m is plast else m.split(a, size, dim)
+        return m.cat([p * (i + 1) for i, p in enumerate(parts) if i != 1], dim)
+
+    p, t = both(fn)
+    helper_test_op([shape], p, t, dtype=dtype, device=device)
+    helper_test_op(
+        [shape[1:] + shape[:1]],  # perm gives `shape` back, strided
+        lambda a: fn(plast if isinstance(a, plast.Tensor) else torch, perm(a)),
+        dtype=dtype,
+        device=device,
+    )
+    x = plast.randn(*shape)
+    parts = plast.split_copy(x, size, dim)
+    want = torch.split(torch.tensor(x.numpy()), size, dim)
+    assert [tuple(q.shape) for q in parts] == [tuple(q.shape) for q in want]
+    for q, w in zip(parts, want, strict=True):
+        assert q.is_contiguous() or q.numel() == 0
+        np.testing.assert_array_equal(q.numpy(), w.numpy())
+
+
+def test_split_copy_is_one_node_with_a_concatenation_backward():
+    x = plast.randn(12, 3, requires_grad=True)
+    parts = plast.split_copy(x, 2)
+    assert len({id(q.grad_fn) for q in parts}) == 1
+    with plast.profiler.profile() as prof:
+        sum((q * (i + 1)).sum() for i, q in enumerate(parts)).backward()
+    names = {e.key for e in prof.key_averages()}
+    assert not any("strided_scatter" in n for n in names), names
+    np.testing.assert_array_equal(
+        x.grad.numpy(), np.repeat(np.arange(1.0, 7.0), 2)[:, None] * np.ones((1, 3))
+    )
+
+
 @pytest.mark.parametrize("n,chunks", [(5, 3), (6, 4), (6, 3), (1, 4), (0, 3), (7, 7), (7, 1)])
 def test_chunk(n, chunks, device):
     assert [tuple(p.shape) for p in plast.zeros(2, n).chunk(chunks, 1)] == [

@@ -258,6 +258,7 @@ from .ops.reduce import (
     topk,
     var,
 )
+from .ops.rnn import fused_gru_cell, fused_lstm_cell
 from .ops.shape import (
     cat,
     chunk,
@@ -275,6 +276,7 @@ from .ops.shape import (
     roll,
     select,
     split,
+    split_copy,
     squeeze,
     stack,
     tile,

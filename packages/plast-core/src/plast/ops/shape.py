@@ -24,6 +24,7 @@ from ..kernels.cpu import kernels as cpu
 from ..kernels.cpu import kernels_indexing as kix
 from . import autocast as _autocast
 from . import movement
+from .creation import zeros
 from .registry import register
 
 
@@ -405,6 +406,37 @@ def split(x: TensorBase, split_size_or_sections: int | Sequence[int], dim: int =
     return tuple(out)
 
 
+def _split_copy_bw(node, *grads):
+    # one concatenation, as torch's split backward: the pieces' gradients, zeros for the pieces without one
+    (dim,) = node.args
+    specs = node.specs
+    dev = node.inputs[0].device
+    parts = [
+        g if g is not None else zeros(s, dtype=dt, device=dev)
+        for g, (s, dt) in zip(grads, specs, strict=True)
+    ]
+    return (cat(parts, dim),)
+
+
+SPLIT_COPY = register("split_copy", cpu=kix.split_copy, backward=_split_copy_bw, saves_inputs=False)
+
+
+def split_copy(
+    x: TensorBase, split_size_or_sections: int | Sequence[int], dim: int = 0
+) -> tuple[TensorBase, ...]:
+    """``split`` with each piece a copy (torch.split_copy; with sections, torch.split_with_sizes_copy), made by one
+    node whose backward is one concatenation of the pieces' gradients. Where many pieces of one tensor each get
+    a gradient (a sequence projection split into time steps), the views of ``split`` would each scatter theirs
+    into a zero tensor the size of the whole, and the sum of those costs the square of the piece count.
+
+    >>> [t.shape[0] for t in plast.split_copy(plast.zeros(5), 2)]
+    [2, 2, 1]
+    """
+    views = split(x, split_size_or_sections, dim)
+    d = norm_dim(dim, x.ndim, "split_copy")
+    return tuple(record(SPLIT_COPY, (x,), (d,), [(tuple(v.shape), x.dtype) for v in views], x.device))
+
+
 def chunk(x: TensorBase, chunks: int, dim: int = 0) -> tuple[TensorBase, ...]:
     """Split into `chunks` views of (nearly) equal size along `dim` (possibly fewer, as torch does).
 
@@ -590,6 +622,7 @@ __all__ = [
     "hstack",
     "vstack",
     "split",
+    "split_copy",
     "chunk",
     "unbind",
     "tril",

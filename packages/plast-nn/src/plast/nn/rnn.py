@@ -1,10 +1,12 @@
 """Recurrent layers with torch.nn's signatures, parameter names, init and return values: RNN, LSTM, GRU and
 RNNCell, LSTMCell, GRUCell.
 
-The cell math is written in plast ops (linear, sigmoid, tanh, chunk, cat); time steps loop in Python. Each
-layer and direction projects the whole input sequence with one matmul (``x @ weight_ih.T + bias_ih`` over
-every time step) and then runs the recurrence, one ``h @ weight_hh.T`` per step. Padded and packed inputs take
-one path: a padded batch is a packed one whose batch size never shrinks. Gradients come from autograd.
+The LSTM and GRU cells' pointwise math is one fused op per step and direction (``plast.fused_lstm_cell`` /
+``fused_gru_cell``: one kernel forward, one backward) on the CPU, and plast ops (sigmoid, tanh, chunk) on
+CUDA; time steps loop in Python. Each layer and direction projects the whole input sequence with one
+matmul (``x @ weight_ih.T + bias_ih`` over every time step) and then runs the recurrence, one
+``h @ weight_hh.T`` per step. Padded and packed inputs take one path: a padded batch is a packed one whose batch
+size never shrinks. Gradients come from autograd.
 
 ``flatten_parameters()`` is accepted and does nothing (plast has no cuDNN weight buffer to compact).
 """
@@ -31,11 +33,22 @@ def _rnn_step(gx, h, w_hh, b_hh, relu):
     return plast.relu(pre) if relu else plast.tanh(pre)
 
 
+def _fused(gx):
+    # NOTE: the fused cells' CUDA kernels are compile- and launch-signature-checked only (no GPU has run them
+    # yet: plast-core's test_cuda.py replays them against the CPU's, segment "rnn"); until one has, CUDA layers
+    # keep the cell in sigmoid/tanh/mul/add ops
+    return gx.device.type == "cpu"
+
+
 def _lstm_step(gx, h, c, w_hh, b_hh, w_hr):
     # gates in torch's order: input, forget, cell, output
-    i, f, g, o = (gx + F.linear(h, w_hh, b_hh)).chunk(4, 1)
-    c = plast.sigmoid(f) * c + plast.sigmoid(i) * plast.tanh(g)
-    h = plast.sigmoid(o) * plast.tanh(c)
+    gh = F.linear(h, w_hh, b_hh)
+    if _fused(gx):
+        h, c = plast.fused_lstm_cell(gx, gh, c)
+    else:
+        i, f, g, o = (gx + gh).chunk(4, 1)
+        c = plast.sigmoid(f) * c + plast.sigmoid(i) * plast.tanh(g)
+        h = plast.sigmoid(o) * plast.tanh(c)
     if w_hr is not None:
         h = F.linear(h, w_hr)
     return h, c
@@ -43,8 +56,11 @@ def _lstm_step(gx, h, c, w_hh, b_hh, w_hr):
 
 def _gru_step(gx, h, w_hh, b_hh):
     # gates in torch's order: reset, update, new; the reset gate scales the hidden part of n, bias included
+    gh = F.linear(h, w_hh, b_hh)
+    if _fused(gx):
+        return plast.fused_gru_cell(gx, gh, h)
     xr, xz, xn = gx.chunk(3, 1)
-    hr, hz, hn = F.linear(h, w_hh, b_hh).chunk(3, 1)
+    hr, hz, hn = gh.chunk(3, 1)
     r = plast.sigmoid(xr + hr)
     z = plast.sigmoid(xz + hz)
     n = plast.tanh(xn + r * hn)
@@ -184,9 +200,10 @@ class RNNBase(Module):
         ``h``/``c`` hold all B sequences (longest first); at step t only the first sizes[t] are running, and
         the rest keep their state, so each ends holding its own last (or, reversed, first) step."""
         w_ih, w_hh, b_ih, b_hh, w_hr = weights
-        # NOTE: one split, not a slice per step: the backward of a split is one concatenation, where each
-        # slice's backward would write a gradient the size of the whole sequence
-        gxs = F.linear(x, w_ih, b_ih).split(sizes, dim=0)
+        # NOTE: split_copy, one node whose backward is one concatenation: the pieces of a split (views) would
+        # each scatter their gradient into a zero tensor the size of the whole sequence, T times (with the sum
+        # of those, half of an LSTM's training step at T=35)
+        gxs = plast.split_copy(F.linear(x, w_ih, b_ih), sizes, dim=0)
         B = h.shape[0]
         T = len(sizes)
         outs = [None] * T

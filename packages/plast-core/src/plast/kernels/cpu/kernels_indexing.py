@@ -4,13 +4,15 @@ numpy over views of arena memory (see kernels.np_view): the correctness baseline
 kernels that read them check every index and raise IndexError (naming the index and the size) before any write.
 """
 
+import ctypes
+
 import numpy as np
 
 from ..._core import dtypes
 from ..._core._structs import TensorBase
 from ..._core.shapes import contiguous_strides
 from . import _kernels
-from .kernels import np_view
+from .kernels import address, np_view
 
 
 def _contig_strides(shape):
@@ -117,6 +119,28 @@ def cat(node, inputs, outputs):
     if out.size == 0:
         return
     np.concatenate([np_view(t) for t in inputs], axis=dim, out=out)
+
+
+def split_copy(node, inputs, outputs):
+    """Consecutive pieces of the input along `dim` copied into the outputs (ops/shape.py split_copy)."""
+    (dim,) = node.args
+    xt = inputs[0]
+    if all(s == 1 for s in xt._shape[:dim]) and tuple(xt._strides) == contiguous_strides(xt._shape):
+        # NOTE: each piece is then one block of memory: a memmove each, where numpy's views and slicing cost
+        # tens of microseconds a piece (a sequence split into its time steps has dozens)
+        step = xt.dtype.itemsize * (xt._strides[dim] if xt.ndim else 1)
+        src = address(xt)
+        for o in outputs:
+            ctypes.memmove(address(o), src, o.numel() * xt.dtype.itemsize)
+            src += o._shape[dim] * step
+        return
+    x = np_view(xt)
+    start = 0
+    for o in outputs:
+        n = o._shape[dim]
+        if n and x.size:
+            np_view(o)[...] = x[(slice(None),) * dim + (slice(start, start + n),)]
+        start += n
 
 
 def flip(node, inputs, outputs):

@@ -299,6 +299,21 @@ def cat(node, inputs, outputs):
         start += t._shape[d] if len(t._shape) == len(out._shape) else 0
 
 
+def split_copy(node, inputs, outputs):
+    """The CPU kernel's pieces (kernels/cpu/kernels_indexing.py split_copy), each one strided copy."""
+    (dim,) = node.args
+    x = inputs[0]
+    start = 0
+    for o in outputs:
+        n = o._shape[dim]
+        if n and o.numel():
+            piece = Operand(
+                addr(x) + start * x._strides[dim] * x.dtype.itemsize, o._shape, x._strides, x.dtype.code
+            )
+            copy_raw(piece, addr(o), o._strides, o.dtype.code)
+        start += n
+
+
 def flip(node, inputs, outputs):
     (dims,) = node.args
     x, out = inputs[0], outputs[0]
@@ -936,7 +951,7 @@ def frexp(node, inputs, outputs):
 
 POINTWISE = {
     "cast": copy, "copy": copy, "view": view, "expand": view, "permute": view, "strided_view": view,
-    "strided_scatter": strided_scatter, "cat": cat, "tril": tril, "triu": tril, "flip": flip,
+    "strided_scatter": strided_scatter, "cat": cat, "split_copy": split_copy, "tril": tril, "triu": tril, "flip": flip,
     "where": where, "clamp": clamp, "dropout_mask": dropout_mask, "bool_mask_to_additive": bool_mask_to_additive,
     "index": index, "index_backward": index_backward, "index_put": index_put,
     "reduce_take_along": take_along, "reduce_put_along": put_along,

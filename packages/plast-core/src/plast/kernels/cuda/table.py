@@ -1,11 +1,12 @@
 """The op table's "cuda" column: every op's CUDA launcher by op name, from kernels.py, kernels_nn.py,
-kernels_extra.py and transfer.py (this module sits above all of them, so none of them imports another's table).
+kernels_extra.py, kernels_rnn.py and transfer.py (this module sits above all of them, so none of them imports
+another's table).
 
 The op layer fills the column from here for the first CUDA tensor (plast.ops.registry.register_cuda_kernels);
 ops with no CUDA kernel yet get a stub that raises NotImplementedError naming the op (kernels.STUBS says why).
 """
 
-from . import kernels_extra, kernels_nn, transfer
+from . import kernels_extra, kernels_nn, kernels_rnn, transfer
 from .kernels import POINTWISE, STUBS, not_implemented
 
 
@@ -14,6 +15,7 @@ def table():
     t = dict(POINTWISE)
     t.update(kernels_nn.NN)
     t.update(kernels_extra.EXTRA)
+    t.update(kernels_rnn.RNN)
     t["to_device"] = transfer.copy_to_cuda
     for name, why in STUBS.items():
         t.setdefault(name, not_implemented(name, why))
