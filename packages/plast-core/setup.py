@@ -230,7 +230,10 @@ _CACHE = os.environ.get("PLAST_BUILD_CACHE")
 _HITS = [ext for ext in _ALL if _CACHE and _cached_path(_CACHE, ext.name).is_file()]
 _MISSES = [ext for ext in _ALL if ext not in _HITS]
 if _HITS:
-    print(f"plast-core: {len(_HITS)} of {len(_ALL)} extensions from PLAST_BUILD_CACHE ({_CACHE})", file=sys.stderr)
+    print(
+        f"plast-core: {len(_HITS)} of {len(_ALL)} extensions from PLAST_BUILD_CACHE ({_CACHE})",
+        file=sys.stderr,
+    )
 
 setup(
     cmdclass={"build_ext": ParallelBuildExt},

@@ -547,7 +547,7 @@ class _Tree:
             if not isinstance(slots, dict):
                 raise _Bad(f"the slot state of a {type(obj).__name__} is malformed")
             for k, v in slots.items():
-                setattr(obj, k, v)
+                object.__setattr__(obj, k, v)  # a slot's descriptor, without the class's own __setattr__
 
     def tensor(self, node):
         key, loc = node["__tensor__"], node.get("device", "cpu")
