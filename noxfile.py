@@ -187,8 +187,9 @@ def mpi_extra() -> list[str]:
 
 
 def run_pytest(session: nox.Session, short: str, *args: str) -> None:
-    """pytest on one distribution's tests/; no tests there yet (exit code 5) counts as a pass, with a note."""
-    session.run("python", str(RUN_PYTEST), str(PACKAGES / DISTS[short] / "tests"), *args)
+    """pytest on one distribution's tests/; no tests there yet (exit code 5) counts as a pass, with a note. The
+    ten slowest tests are listed at the end (where CI's minutes go; keep the default run well under 20)."""
+    session.run("python", str(RUN_PYTEST), str(PACKAGES / DISTS[short] / "tests"), "--durations=10", *args)
 
 
 # --- sessions --------------------------------------------------------------------------------------------------
