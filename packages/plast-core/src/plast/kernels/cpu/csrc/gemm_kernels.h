@@ -352,34 +352,42 @@ GTARGET static void GNAME(pack_trans6)(const float *restrict src, ptrdiff_t ss, 
 }
 #endif
 
-/* dst[kk*GMR + i] = src[kk*ss + i] for i < m, 0 for m <= i < GMR: an A micro-panel from a transposed A (the weight
- * gradient's dY^T, attention's P^T), whose GMR values for one kk are contiguous. pack_copy would move them with a
- * masked store whenever GMR is not a whole number of vectors (AVX2: 6 floats, 6 doubles), and a masked store costs
- * AMD Zen 3 several times a plain one: it made this pack half of a small transposed-A product's time. A copy of
- * compile-time length compiles to plain vector loads and stores instead. */
+#if G_TRANSPOSE >= 2 && GMR == 6
+#define G_PACK_A_ROWS 1
+/* dst[kk*6 + i] = src[kk*ss + i] for i < m, 0 for m <= i < 6: an A micro-panel of AVX2's 6-row tile from a
+ * transposed A (the weight gradient's dY^T, attention's P^T), whose 6 values for one kk are contiguous. pack_copy
+ * would move them with a masked store, as 6 is not a whole number of vectors, and a masked store costs AMD Zen 3
+ * several times a plain one: it made this pack half of a small transposed-A product's time. Two plain loads and
+ * stores per kk instead (written out: left to itself, GCC vectorises the copy across kk with scalar gathers). */
 GTARGET static void GNAME(pack_a_rows)(const GT *restrict src, ptrdiff_t ss, ptrdiff_t m, ptrdiff_t k,
                                        GT *restrict dst) {
-    if (m == GMR) {
+    if (m == 6) {
         for (ptrdiff_t kk = 0; kk < k; kk++) {
             const GT *s = src + kk * ss;
-            GT *d = dst + kk * GMR;
-#pragma GCC unroll 16
-            for (int q = 0; q < GMR; q++) d[q] = s[q];
+            GT *d = dst + kk * 6;
+#if G_IS_F32
+            _mm_storeu_ps(d, _mm_loadu_ps(s));
+            _mm_store_sd((double *)(void *)(d + 4), _mm_load_sd((const double *)(const void *)(s + 4)));
+#else
+            _mm256_storeu_pd(d, _mm256_loadu_pd(s));
+            _mm_storeu_pd(d + 4, _mm_loadu_pd(s + 4));
+#endif
         }
         return;
     }
-    for (ptrdiff_t kk = 0; kk < k; kk++) {
-        const GT *s = src + kk * ss;
-        GT *d = dst + kk * GMR;
-#pragma GCC unroll 16
-        for (int q = 0; q < GMR; q++) d[q] = q < m ? s[q] : (GT)0;
-    }
+    for (ptrdiff_t kk = 0; kk < k; kk++)
+        for (int q = 0; q < 6; q++) dst[kk * 6 + q] = q < m ? src[kk * ss + q] : (GT)0;
 }
+#endif
 
 GTARGET static void GNAME(pack_a)(int trans_a, const GT *A, ptrdiff_t lda, ptrdiff_t m, ptrdiff_t k, GT *pa) {
     for (ptrdiff_t i = 0; i < m; i += GMR) {
         const ptrdiff_t mr = PLAST_GEMM_MIN((ptrdiff_t)GMR, m - i);
+#ifdef G_PACK_A_ROWS
         if (trans_a) GNAME(pack_a_rows)(A + i, lda, mr, k, pa + i * k);
+#else
+        if (trans_a) GNAME(pack_copy)(A + i, lda, mr, k, pa + i * k, GMR);
+#endif
 #ifdef G_PACK_TRANS6
         else if (mr == 6) GNAME(pack_trans6)(A + i * lda, lda, k, pa + i * k);
 #endif
@@ -387,6 +395,7 @@ GTARGET static void GNAME(pack_a)(int trans_a, const GT *A, ptrdiff_t lda, ptrdi
     }
 }
 #undef G_PACK_TRANS6
+#undef G_PACK_A_ROWS
 
 GTARGET static void GNAME(pack_b)(int trans_b, const GT *B, ptrdiff_t ldb, ptrdiff_t k, ptrdiff_t n, GT *pb) {
     for (ptrdiff_t j = 0; j < n; j += GNR) {
