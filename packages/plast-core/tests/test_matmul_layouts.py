@@ -150,8 +150,9 @@ def test_addmm_with_transposed_weight_vs_torch(device):
 @pytest.mark.parametrize("T,hs", [(64, 32), (13, 7)])
 def test_attention_head_products_and_grads_vs_torch(threads, T, hs):
     """The explicit attention's products on per-head views of a fused qkv projection (batch dims that do not
-    collapse, transposed operands), and their backward (P^T @ dY, Q^T @ dS: A transposed), at 1 and 2 threads."""
-    B, nh = 3, 4
+    collapse, transposed operands), and their backward (P^T @ dY, Q^T @ dS: A transposed), at 1 and 2 threads.
+    T 64: enough work that 2 threads share the B x nh products in one parallel region (gemm_batched2)."""
+    B, nh = 4, 4
     C = nh * hs
     qkv_np = RNG.standard_normal((B, T, 3 * C)).astype(np.float32)
     g_np = RNG.standard_normal((B, nh, T, hs)).astype(np.float32)
