@@ -169,6 +169,47 @@ def test_submatrix_views(path, dtype, trans):
     assert (big_c[outside] == keep[outside]).all(), "wrote outside the out view"
 
 
+# The A micro-panel packs (gemm_kernels.h): a transposed A copies each kk's rows of the panel (pack_a_rows on
+# AVX2), a row-major A transposes 8-column blocks in registers (pack_trans6 on AVX2 float, whose stores overlap
+# the next kk's slots). Around them: row counts below, at and past a panel (6 on AVX2, 4 scalar, 12 AVX-512), depths
+# below, at and past a register block (8) and a cache block (kc 384 splits 385 in two), a padded leading dimension
+# (the operand a window of a wider matrix, so reading or writing past a panel's rows would show), and the
+# buffer's neighbour: the C around the window must stay as it was.
+PANEL_M = [1, 4, 5, 6, 7, 11, 12, 13, 18, 37]
+PANEL_K = [1, 7, 8, 9, 16, 17, 385]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("ta", [0, 1], ids=["a", "aT"])
+@pytest.mark.parametrize("m", PANEL_M)
+@pytest.mark.parametrize("k", PANEL_K)
+def test_a_panel_packing(path, dtype, ta, m, k):
+    rng = np.random.default_rng(m * 1000 + k * 2 + ta)
+    n = 19  # one full micro-tile of columns plus a partial one on every path
+    big = rand(rng, (k + 9, m + 9) if ta else (m + 9, k + 9), dtype)
+    a = big[3 : 3 + k, 2 : 2 + m].T if ta else big[3 : 3 + m, 2 : 2 + k]
+    b = rand(rng, (k, n), dtype)
+    big_c = np.full((m + 2, n + 2), 7.0, dtype)
+    c = big_c[1 : 1 + m, 1 : 1 + n]
+    _gemm.gemm(a, b, c)
+    check(c, a, b)
+    assert (big_c[0] == 7).all() and (big_c[-1] == 7).all()
+    assert (big_c[:, 0] == 7).all() and (big_c[:, -1] == 7).all()
+
+
+@pytest.mark.parametrize("ta", [0, 1], ids=["a", "aT"])
+@pytest.mark.parametrize("tb", [0, 1], ids=["b", "bT"])
+def test_bmm_attention_sizes(path, ta, tb):
+    # the gpt workload's per-head products: a batch of small matrices, the weight gradient's A^T, both layouts
+    rng = np.random.default_rng(11 + 2 * ta + tb)
+    bsz, m, k, n = 12, 64, 32, 64
+    a = np.swapaxes(rand(rng, (bsz, k, m), np.float32), 1, 2) if ta else rand(rng, (bsz, m, k), np.float32)
+    b = np.swapaxes(rand(rng, (bsz, n, k), np.float32), 1, 2) if tb else rand(rng, (bsz, k, n), np.float32)
+    out = _gemm.bmm(a, b)
+    for i in range(bsz):
+        check(out[i], a[i], b[i])
+
+
 def test_strided_inputs_are_copied(path):
     rng = np.random.default_rng(4)
     a = rand(rng, (40, 60), np.float32)[:, ::2]  # no unit stride on either axis

@@ -144,3 +144,31 @@ def test_addmm_with_transposed_weight_vs_torch(device):
     got = plast.addmm(pb, px, pw.T, alpha=0.5).cpu().numpy()
     want = torch.addmm(torch.tensor(b), torch.tensor(x), torch.tensor(w).T, alpha=0.5).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("T,hs", [(64, 32), (13, 7)])
+def test_attention_head_products_and_grads_vs_torch(threads, T, hs):
+    """The explicit attention's products on per-head views of a fused qkv projection (batch dims that do not
+    collapse, transposed operands), and their backward (P^T @ dY, Q^T @ dS: A transposed), at 1 and 2 threads.
+    T 64: enough work that 2 threads share the B x nh products in one parallel region (gemm_batched2)."""
+    B, nh = 4, 4
+    C = nh * hs
+    qkv_np = RNG.standard_normal((B, T, 3 * C)).astype(np.float32)
+    g_np = RNG.standard_normal((B, nh, T, hs)).astype(np.float32)
+    old = plast.get_num_threads()
+    plast.set_num_threads(threads)
+    try:
+        results = []
+        for lib in (plast, torch):
+            qkv = (plast.tensor if lib is plast else torch.tensor)(qkv_np, requires_grad=True)
+            q, k, v = (qkv[:, :, i * C : (i + 1) * C].reshape(B, T, nh, hs).transpose(1, 2) for i in range(3))
+            att = (q @ k.transpose(-2, -1)) * 0.1
+            y = att @ v
+            y.backward((plast.tensor if lib is plast else torch.tensor)(g_np))
+            results.append((y.detach().numpy(), qkv.grad.numpy()))
+    finally:
+        plast.set_num_threads(old)
+    (yp, gp), (yt, gt) = results
+    np.testing.assert_allclose(yp, yt, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gp, gt, rtol=1e-4, atol=1e-4)

@@ -39,6 +39,17 @@ cdef extern from "gemm.h" nogil:
                                Py_ssize_t stride_a, const double *B, Py_ssize_t ldb, Py_ssize_t stride_b,
                                double beta, double *C, Py_ssize_t ldc, Py_ssize_t stride_c,
                                const plast_gemm_epilogue *ep)
+    int plast_gemm_batched2_f32(int simd, int nthreads, int trans_a, int trans_b, Py_ssize_t outer, Py_ssize_t batch,
+                                Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, float alpha, const float *A, Py_ssize_t lda,
+                                Py_ssize_t stride_a, Py_ssize_t ostride_a, const float *B, Py_ssize_t ldb,
+                                Py_ssize_t stride_b, Py_ssize_t ostride_b, float beta, float *C, Py_ssize_t ldc,
+                                Py_ssize_t stride_c, Py_ssize_t ostride_c, const plast_gemm_epilogue *ep)
+    int plast_gemm_batched2_f64(int simd, int nthreads, int trans_a, int trans_b, Py_ssize_t outer, Py_ssize_t batch,
+                                Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, double alpha, const double *A,
+                                Py_ssize_t lda, Py_ssize_t stride_a, Py_ssize_t ostride_a, const double *B,
+                                Py_ssize_t ldb, Py_ssize_t stride_b, Py_ssize_t ostride_b, double beta, double *C,
+                                Py_ssize_t ldc, Py_ssize_t stride_c, Py_ssize_t ostride_c,
+                                const plast_gemm_epilogue *ep)
 
 
 # The same products with the run-time SIMD level and thread count (plast.kernels.cpu._runtime) filled in.
@@ -57,6 +68,17 @@ cdef int gemm_batched_f64(bint trans_a, bint trans_b, Py_ssize_t batch, Py_ssize
                           double alpha, const double *A, Py_ssize_t lda, Py_ssize_t stride_a, const double *B,
                           Py_ssize_t ldb, Py_ssize_t stride_b, double beta, double *C, Py_ssize_t ldc,
                           Py_ssize_t stride_c, const plast_gemm_epilogue *ep) noexcept nogil
+# outer x batch products, operand (o, b) at X + o * ostride_x + b * stride_x (csrc/gemm.h)
+cdef int gemm_batched2_f32(bint trans_a, bint trans_b, Py_ssize_t outer, Py_ssize_t batch, Py_ssize_t M, Py_ssize_t N,
+                           Py_ssize_t K, float alpha, const float *A, Py_ssize_t lda, Py_ssize_t stride_a,
+                           Py_ssize_t ostride_a, const float *B, Py_ssize_t ldb, Py_ssize_t stride_b,
+                           Py_ssize_t ostride_b, float beta, float *C, Py_ssize_t ldc, Py_ssize_t stride_c,
+                           Py_ssize_t ostride_c, const plast_gemm_epilogue *ep) noexcept nogil
+cdef int gemm_batched2_f64(bint trans_a, bint trans_b, Py_ssize_t outer, Py_ssize_t batch, Py_ssize_t M, Py_ssize_t N,
+                           Py_ssize_t K, double alpha, const double *A, Py_ssize_t lda, Py_ssize_t stride_a,
+                           Py_ssize_t ostride_a, const double *B, Py_ssize_t ldb, Py_ssize_t stride_b,
+                           Py_ssize_t ostride_b, double beta, double *C, Py_ssize_t ldc, Py_ssize_t stride_c,
+                           Py_ssize_t ostride_c, const plast_gemm_epilogue *ep) noexcept nogil
 # 16-bit operands (bfloat16 when bf16, else float16) and a 16-bit C, float32 accumulation (csrc/gemm16.h): the
 # path (AMX, AVX512-BF16, widening) follows the run-time SIMD level.
 cdef int gemm16_out16(bint bf16, bint trans_a, bint trans_b, Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, float alpha,

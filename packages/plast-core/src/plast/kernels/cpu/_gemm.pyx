@@ -76,6 +76,26 @@ cdef int gemm_batched_f64(bint trans_a, bint trans_b, Py_ssize_t batch, Py_ssize
                                   stride_a, B, ldb, stride_b, beta, C, ldc, stride_c, ep)
 
 
+cdef int gemm_batched2_f32(bint trans_a, bint trans_b, Py_ssize_t outer, Py_ssize_t batch, Py_ssize_t M, Py_ssize_t N,
+                           Py_ssize_t K, float alpha, const float *A, Py_ssize_t lda, Py_ssize_t stride_a,
+                           Py_ssize_t ostride_a, const float *B, Py_ssize_t ldb, Py_ssize_t stride_b,
+                           Py_ssize_t ostride_b, float beta, float *C, Py_ssize_t ldc, Py_ssize_t stride_c,
+                           Py_ssize_t ostride_c, const plast_gemm_epilogue *ep) noexcept nogil:
+    return plast_gemm_batched2_f32(simd_level(), num_threads(), trans_a, trans_b, outer, batch, M, N, K, alpha, A,
+                                   lda, stride_a, ostride_a, B, ldb, stride_b, ostride_b, beta, C, ldc, stride_c,
+                                   ostride_c, ep)
+
+
+cdef int gemm_batched2_f64(bint trans_a, bint trans_b, Py_ssize_t outer, Py_ssize_t batch, Py_ssize_t M, Py_ssize_t N,
+                           Py_ssize_t K, double alpha, const double *A, Py_ssize_t lda, Py_ssize_t stride_a,
+                           Py_ssize_t ostride_a, const double *B, Py_ssize_t ldb, Py_ssize_t stride_b,
+                           Py_ssize_t ostride_b, double beta, double *C, Py_ssize_t ldc, Py_ssize_t stride_c,
+                           Py_ssize_t ostride_c, const plast_gemm_epilogue *ep) noexcept nogil:
+    return plast_gemm_batched2_f64(simd_level(), num_threads(), trans_a, trans_b, outer, batch, M, N, K, alpha, A,
+                                   lda, stride_a, ostride_a, B, ldb, stride_b, ostride_b, beta, C, ldc, stride_c,
+                                   ostride_c, ep)
+
+
 cdef int gemm16_out16(bint bf16, bint trans_a, bint trans_b, Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, float alpha,
                       const unsigned short *A, Py_ssize_t lda, const unsigned short *B, Py_ssize_t ldb, float beta,
                       unsigned short *C, Py_ssize_t ldc, const plast_gemm_epilogue *ep) noexcept nogil:

@@ -8,7 +8,7 @@ the 16-bit GEMM (csrc/gemm16.h: float32 sums, one rounding after the epilogue)."
 
 
 from plast._core.codes cimport PLAST_DT_BF16, PLAST_DT_F16, PLAST_DT_F32, PLAST_DT_F64
-from plast.kernels.cpu._gemm cimport gemm16_out16, gemm_batched_f32, gemm_batched_f64, plast_gemm_epilogue
+from plast.kernels.cpu._gemm cimport gemm16_out16, gemm_batched2_f32, gemm_batched2_f64, plast_gemm_epilogue
 from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK
 from plast.kernels.cpu._tensors cimport TensorBase, tensor_ptr
 
@@ -63,29 +63,25 @@ cdef int _gemm_loop(int code, bint ta, bint tb, Py_ssize_t outer, Py_ssize_t bat
                     Py_ssize_t K, double alpha, double beta, const char *pa, Py_ssize_t lda, Py_ssize_t sa,
                     Py_ssize_t oa, const char *pb, Py_ssize_t ldb, Py_ssize_t sb, Py_ssize_t ob, char *pc,
                     Py_ssize_t es, const plast_gemm_epilogue *ep) noexcept nogil:
-    """matmul_run's GEMM calls, one batched GEMM per step of the outer loop (one GEMM per matrix for the 16-bit
-    types, bfloat16 and float16); the first nonzero error code."""
+    """matmul_run's GEMM calls: float32 and float64 in one call over outer x batch products (one parallel region
+    for all of them when they are small), the 16-bit types (bfloat16, float16) one GEMM per matrix; the first
+    nonzero error code."""
     cdef Py_ssize_t o, i
     cdef int err = 0
+    if code == PLAST_DT_F32:
+        return gemm_batched2_f32(ta, tb, outer, batch, M, N, K, <float>alpha, <const float *>pa, lda, sa, oa,
+                                 <const float *>pb, ldb, sb, ob, <float>beta, <float *>pc, N, M * N, batch * M * N, ep)
+    if code == PLAST_DT_F64:
+        return gemm_batched2_f64(ta, tb, outer, batch, M, N, K, alpha, <const double *>pa, lda, sa, oa,
+                                 <const double *>pb, ldb, sb, ob, beta, <double *>pc, N, M * N, batch * M * N, ep)
     for o in range(outer):
-        if code == PLAST_DT_BF16 or code == PLAST_DT_F16:
-            for i in range(batch):
-                err = gemm16_out16(code == PLAST_DT_BF16, ta, tb, M, N, K, <float>alpha,
-                                   <const unsigned short *>(pa + (o * oa + i * sa) * es), lda,
-                                   <const unsigned short *>(pb + (o * ob + i * sb) * es), ldb, <float>beta,
-                                   <unsigned short *>(pc + (o * batch + i) * M * N * es), N, ep)
-                if err:
-                    return err
-        elif code == PLAST_DT_F32:
-            err = gemm_batched_f32(ta, tb, batch, M, N, K, <float>alpha, <const float *>(pa + o * oa * es), lda, sa,
-                                   <const float *>(pb + o * ob * es), ldb, sb, <float>beta,
-                                   <float *>(pc + o * batch * M * N * es), N, M * N, ep)
-        else:
-            err = gemm_batched_f64(ta, tb, batch, M, N, K, alpha, <const double *>(pa + o * oa * es), lda, sa,
-                                   <const double *>(pb + o * ob * es), ldb, sb, beta,
-                                   <double *>(pc + o * batch * M * N * es), N, M * N, ep)
-        if err:
-            break
+        for i in range(batch):
+            err = gemm16_out16(code == PLAST_DT_BF16, ta, tb, M, N, K, <float>alpha,
+                               <const unsigned short *>(pa + (o * oa + i * sa) * es), lda,
+                               <const unsigned short *>(pb + (o * ob + i * sb) * es), ldb, <float>beta,
+                               <unsigned short *>(pc + (o * batch + i) * M * N * es), N, ep)
+            if err:
+                return err
     return err
 
 

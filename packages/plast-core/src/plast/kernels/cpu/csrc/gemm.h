@@ -69,6 +69,21 @@ int plast_gemm_batched_f64(int simd, int nthreads, int trans_a, int trans_b, ptr
                            const double *B, ptrdiff_t ldb, ptrdiff_t stride_b, double beta, double *C, ptrdiff_t ldc,
                            ptrdiff_t stride_c, const plast_gemm_epilogue *ep);
 
+/* outer x batch products: operand (o, b) of X at X + o * ostride_x + b * stride_x (stride or ostride 0
+ * broadcasts). Every (o, b) must have its own output. The epilogue's residual steps by ep->residual_bstride over b
+ * only (the same for every o). One parallel region for all the products when they are small. */
+int plast_gemm_batched2_f32(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t outer, ptrdiff_t batch,
+                            ptrdiff_t M, ptrdiff_t N, ptrdiff_t K, float alpha, const float *A, ptrdiff_t lda,
+                            ptrdiff_t stride_a, ptrdiff_t ostride_a, const float *B, ptrdiff_t ldb, ptrdiff_t stride_b,
+                            ptrdiff_t ostride_b, float beta, float *C, ptrdiff_t ldc, ptrdiff_t stride_c,
+                            ptrdiff_t ostride_c, const plast_gemm_epilogue *ep);
+
+int plast_gemm_batched2_f64(int simd, int nthreads, int trans_a, int trans_b, ptrdiff_t outer, ptrdiff_t batch,
+                            ptrdiff_t M, ptrdiff_t N, ptrdiff_t K, double alpha, const double *A, ptrdiff_t lda,
+                            ptrdiff_t stride_a, ptrdiff_t ostride_a, const double *B, ptrdiff_t ldb, ptrdiff_t stride_b,
+                            ptrdiff_t ostride_b, double beta, double *C, ptrdiff_t ldc, ptrdiff_t stride_c,
+                            ptrdiff_t ostride_c, const plast_gemm_epilogue *ep);
+
 #ifdef __cplusplus
 }
 #endif

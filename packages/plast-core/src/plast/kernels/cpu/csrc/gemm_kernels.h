@@ -311,13 +311,91 @@ GTARGET static void GNAME(pack_trans)(const GT *restrict src, ptrdiff_t ss, ptrd
 #undef GTRSMALL
 #undef GNAME_trbig
 
+#if G_TRANSPOSE >= 2 && G_IS_F32 && GMR == 6
+#define G_PACK_TRANS6 1
+/* A full A micro-panel of AVX2's 6-row float tile from a row-major A: dst[kk*6 + i] = src[i*ss + kk], i < 6.
+ * pack_trans moves 2 of the 6 rows element by element (its register transposes are 8 or 4 rows tall), which was
+ * 10-15% of the time of a product with N = 128 (the gpt workload's dY @ W, x @ W^T). Here each 6 x 8 block is
+ * transposed in registers as an 8 x 8 one whose rows 6 and 7 are don't-cares, and every kk's 6 values are stored
+ * as a whole 8-float vector: its 2 spare lanes land on the next kk's first 2 slots, which the next store (kk
+ * ascending) overwrites. Only the panel's last kk would spill past the panel: it stores exactly 6 floats. */
+GTARGET static void GNAME(pack_trans6)(const float *restrict src, ptrdiff_t ss, ptrdiff_t k, float *restrict dst) {
+    ptrdiff_t kk = 0;
+    for (; kk + 8 <= k; kk += 8) {
+        const float *s = src + kk;
+        const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ss);
+        const __m256 r2 = _mm256_loadu_ps(s + 2 * ss), r3 = _mm256_loadu_ps(s + 3 * ss);
+        const __m256 r4 = _mm256_loadu_ps(s + 4 * ss), r5 = _mm256_loadu_ps(s + 5 * ss);
+        /* per 128-bit half: t0 = r0[0] r1[0] r0[1] r1[1], t1 = r0[2] r1[2] r0[3] r1[3], ... */
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        /* u[c]: rows 0-3 of columns c (low half) and c + 4 (high half); v[c]: rows 4 and 5 in lanes 0-1 of each */
+        const __m256 u[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
+                             _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
+        const __m256 v[4] = {t4, _mm256_shuffle_ps(t4, t4, 0xEE), t5, _mm256_shuffle_ps(t5, t5, 0xEE)};
+        float *d = dst + kk * 6;
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) _mm256_storeu_ps(d + c * 6, _mm256_permute2f128_ps(u[c], v[c], 0x20));
+#pragma GCC unroll 3
+        for (int c = 0; c < 3; c++) _mm256_storeu_ps(d + (c + 4) * 6, _mm256_permute2f128_ps(u[c], v[c], 0x31));
+        const __m256 last = _mm256_permute2f128_ps(u[3], v[3], 0x31);
+        if (kk + 8 < k) {
+            _mm256_storeu_ps(d + 42, last);
+        } else {
+            _mm_storeu_ps(d + 42, _mm256_castps256_ps128(last));
+            _mm_storel_pi((__m64 *)(d + 46), _mm256_extractf128_ps(last, 1));
+        }
+    }
+    for (; kk < k; kk++)
+        for (int i = 0; i < 6; i++) dst[kk * 6 + i] = src[i * ss + kk];
+}
+#endif
+
+#if G_TRANSPOSE >= 2 && GMR == 6
+#define G_PACK_A_ROWS 1
+/* dst[kk*6 + i] = src[kk*ss + i] for i < m, 0 for m <= i < 6: an A micro-panel of AVX2's 6-row tile from a
+ * transposed A (the weight gradient's dY^T, attention's P^T), whose 6 values for one kk are contiguous. pack_copy
+ * would move them with a masked store, as 6 is not a whole number of vectors, and a masked store costs AMD Zen 3
+ * several times a plain one: it made this pack half of a small transposed-A product's time. Two plain loads and
+ * stores per kk instead (written out: left to itself, GCC vectorises the copy across kk with scalar gathers). */
+GTARGET static void GNAME(pack_a_rows)(const GT *restrict src, ptrdiff_t ss, ptrdiff_t m, ptrdiff_t k,
+                                       GT *restrict dst) {
+    if (m == 6) {
+        for (ptrdiff_t kk = 0; kk < k; kk++) {
+            const GT *s = src + kk * ss;
+            GT *d = dst + kk * 6;
+#if G_IS_F32
+            _mm_storeu_ps(d, _mm_loadu_ps(s));
+            _mm_store_sd((double *)(void *)(d + 4), _mm_load_sd((const double *)(const void *)(s + 4)));
+#else
+            _mm256_storeu_pd(d, _mm256_loadu_pd(s));
+            _mm_storeu_pd(d + 4, _mm_loadu_pd(s + 4));
+#endif
+        }
+        return;
+    }
+    for (ptrdiff_t kk = 0; kk < k; kk++)
+        for (int q = 0; q < 6; q++) dst[kk * 6 + q] = q < m ? src[kk * ss + q] : (GT)0;
+}
+#endif
+
 GTARGET static void GNAME(pack_a)(int trans_a, const GT *A, ptrdiff_t lda, ptrdiff_t m, ptrdiff_t k, GT *pa) {
     for (ptrdiff_t i = 0; i < m; i += GMR) {
         const ptrdiff_t mr = PLAST_GEMM_MIN((ptrdiff_t)GMR, m - i);
+#ifdef G_PACK_A_ROWS
+        if (trans_a) GNAME(pack_a_rows)(A + i, lda, mr, k, pa + i * k);
+#else
         if (trans_a) GNAME(pack_copy)(A + i, lda, mr, k, pa + i * k, GMR);
+#endif
+#ifdef G_PACK_TRANS6
+        else if (mr == 6) GNAME(pack_trans6)(A + i * lda, lda, k, pa + i * k);
+#endif
         else GNAME(pack_trans)(A + i * lda, lda, mr, k, pa + i * k, GMR);
     }
 }
+#undef G_PACK_TRANS6
+#undef G_PACK_A_ROWS
 
 GTARGET static void GNAME(pack_b)(int trans_b, const GT *B, ptrdiff_t ldb, ptrdiff_t k, ptrdiff_t n, GT *pb) {
     for (ptrdiff_t j = 0; j < n; j += GNR) {
