@@ -182,6 +182,22 @@ def test_a_file_cannot_call_os_system_or_plast_functions(tmp_path):
         plast.load(_file(_reduce("plast.ops.creation:tensor", [[1.0]])))
 
 
+def test_plast_classes_with_their_own_new_are_not_created():
+    # an extension type's __new__ runs its __cinit__ (an arena allocates): never for a file, unless allowed
+    with pytest.raises(UnpicklingError, match="through its own __new__"):
+        plast.load(
+            _file(_reduce("copyreg:__newobj__", [{"__global__": "plast.memory.arena:Arena"}, 1 << 40]))
+        )
+
+
+def test_a_file_never_imports_a_plast_module_by_name():
+    # plast's distributions are imported as `import plast.nn` would; a module they do not load is never run
+    sys.modules.pop("plast.torch.__main__", None)
+    with pytest.raises(UnpicklingError, match="not a module"):
+        plast.load(_file({"__global__": "plast.torch.__main__:main"}))
+    assert "plast.torch.__main__" not in sys.modules
+
+
 def test_a_file_never_imports_a_module():
     assert "antigravity" not in sys.modules
     with pytest.raises(UnpicklingError, match="antigravity.fly"):

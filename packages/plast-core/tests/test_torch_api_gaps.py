@@ -286,6 +286,36 @@ def test_legacy_constructors_like_torch(name):
     assert not isinstance(P(2), other)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_tensor_legacy_constructor_like_torch(dtype):
+    # torch.Tensor(data) / torch.Tensor(*sizes) / torch.Tensor(): the default dtype (word_language_model's
+    # generate.py builds its next input with torch.Tensor([[idx]]).long())
+    plast.set_default_dtype(getattr(plast, dtype))
+    torch.set_default_dtype(getattr(torch, dtype))
+    try:
+        for args in ([[[3, 1]]], [2, 3], [], [[1.5, -2.0]], [7]):
+            p, t = plast.Tensor(*args), torch.Tensor(*args)
+            assert (
+                tuple(p.shape) == tuple(t.shape)
+                and str(p.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+            )
+            if args and isinstance(args[0], list):
+                assert p.tolist() == t.tolist()
+        assert plast.Tensor(plast.Size([2, 2])).shape == (2, 2)
+        assert plast.Tensor([[4]]).long().tolist() == [[4]]
+        with pytest.raises(TypeError, match="sizes or one sequence"):
+            plast.Tensor([1], [2])
+    finally:
+        plast.set_default_dtype(plast.float32)
+        torch.set_default_dtype(torch.float32)
+
+    class Sub(plast.Tensor):
+        pass
+
+    with pytest.raises(TypeError, match="can't be constructed directly"):
+        Sub([1.0])
+
+
 def test_xlogy_edges_like_torch():
     x = [0.0, 0.0, 0.0, 1.0, 2.0, 0.0]
     y = [0.0, float("inf"), float("nan"), 0.0, 3.0, 2.0]

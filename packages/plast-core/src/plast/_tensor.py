@@ -75,8 +75,21 @@ class Tensor(TensorBase):
     # NOTE: numpy must defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
     __array_priority__ = 1000
 
+    def __new__(cls, *args: Any, device: DeviceLike | None = None) -> Tensor:
+        """torch.Tensor's legacy constructor (``torch.Tensor([[1, 2]])``, ``torch.Tensor(2, 3)``,
+        ``torch.Tensor()``): the data, or an uninitialized tensor of those sizes, in the default dtype. plast's
+        own code never comes here: it allocates tensors below Python (_core/_structs.pyx ``alloc_tensor``)."""
+        if cls is not Tensor:
+            raise TypeError(
+                f"{cls.__name__}(...) can't be constructed directly; create tensors with plast.tensor(...), "
+                "plast.zeros(...), plast.from_numpy(...) etc."
+            )
+        if not args:
+            return creation_ops.empty(0, dtype=dtypes.default_float, device=device)
+        return _legacy_new(dtypes.default_float, "Tensor", args, device)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("create tensors with plast.tensor(...), plast.zeros(...), plast.from_numpy(...) etc.")
+        pass  # everything happens in __new__
 
     # ---- metadata ----
     def size(self, dim: builtins.int | None = None) -> Size | builtins.int:
@@ -907,15 +920,21 @@ class _LegacyTensor(metaclass=_LegacyMeta):
     _dtype = dtypes.float32
 
     def __new__(cls, *args: Any, device: DeviceLike | None = None) -> Tensor:  # type: ignore[misc]
-        sizes = args[0] if len(args) == 1 and isinstance(args[0], Size) else args
-        if all(isinstance(a, (builtins.int, np.integer)) and not isinstance(a, builtins.bool) for a in sizes):
-            return creation_ops.empty(*sizes, dtype=cls._dtype, device=device)
-        if len(args) != 1:
-            raise TypeError(f"{cls.__name__}() takes sizes or one sequence of data, got {args!r}")
-        data = args[0]
-        if isinstance(data, Tensor):
-            return movement_ops.cast(data, cls._dtype)
-        return tensor(data, dtype=cls._dtype, device=device)
+        return _legacy_new(cls._dtype, cls.__name__, args, device)
+
+
+def _legacy_new(dtype: Any, name: str, args: tuple[Any, ...], device: DeviceLike | None) -> Tensor:
+    """What torch's legacy constructors make of their arguments: sizes (ints or one Size) give an uninitialized
+    tensor of that shape, one sequence (or tensor) of data a tensor of it, in `dtype`."""
+    sizes = args[0] if len(args) == 1 and isinstance(args[0], Size) else args
+    if all(isinstance(a, (builtins.int, np.integer)) and not isinstance(a, builtins.bool) for a in sizes):
+        return creation_ops.empty(*sizes, dtype=dtype, device=device)
+    if len(args) != 1:
+        raise TypeError(f"{name}() takes sizes or one sequence of data, got {args!r}")
+    data = args[0]
+    if isinstance(data, Tensor):
+        return movement_ops.cast(data, dtype)
+    return tensor(data, dtype=dtype, device=device)
 
 
 FloatTensor = _LegacyMeta("FloatTensor", (_LegacyTensor,), {"_dtype": dtypes.float32})

@@ -49,6 +49,7 @@ import math
 import os
 import pickle  # for its exception class only: torch code catches pickle.UnpicklingError
 import stat
+import sys
 import tempfile
 import types
 from collections.abc import Callable, Iterable, Mapping
@@ -213,6 +214,8 @@ def _is_plast_module(module):
 # methods, which only look a value up or make an empty container. Any other plast function (plast.save, say) is
 # never called for a file, though a file may name it as a value (a module's ``activation = F.relu``).
 _PLAST_REBUILDERS = {"plast._core._dtype:_by_name", "plast.nn.module:_rebuild_members"}
+# what loading may import for a file: the distributions' packages, each as `import plast.nn` does
+_PLAST_ROOTS = ("plast.nn", "plast.optim", "plast.data", "plast.experiment")
 
 
 def _lookup(name, weights_only=None):
@@ -235,12 +238,23 @@ def _lookup(name, weights_only=None):
             "add_safe_globals; torch.serialization's names work the same under plast.torch). plast never "
             "unpickles, and weights_only=False does not lift this: a file never runs code you did not allow"
         )
-    try:
-        obj = importlib.import_module(module)  # plast's own code, installed with this plast
-    except ImportError:
+    if module not in sys.modules:
+        # a plast module not loaded yet: import its distribution as `import plast.nn` would, never the module
+        # itself (a file naming plast.torch.__main__ or a launcher must not run it); then it must be loaded
+        root = next((r for r in _PLAST_ROOTS if module == r or module.startswith(r + ".")), None)
+        if root is not None:
+            try:
+                importlib.import_module(root)
+            except ImportError:
+                raise UnpicklingError(
+                    f"plast.load: the file names {shown}, but {root} is not installed"
+                ) from None
+    obj = sys.modules.get(module)
+    if obj is None:
         raise UnpicklingError(
-            f"plast.load: the file names {shown}, but there is no module {module} here"
-        ) from None
+            f"plast.load: the file names {shown}, but {module} is not a module `import plast` or the plast "
+            f"distributions ({', '.join(_PLAST_ROOTS)}) load"
+        )
     for part in qualname.split("."):
         obj = getattr(obj, part, _MISSING)
         if obj is _MISSING:
@@ -248,12 +262,15 @@ def _lookup(name, weights_only=None):
     return obj
 
 
+def _listed(name):
+    """Whether the caller (safe_globals, add_safe_globals) or the builtin table allows `name`."""
+    return any(name in table for table in (*_scoped_globals, _safe_globals, _BUILTIN_GLOBALS))
+
+
 def _callable_allowed(name, fn):
     """Whether an object node may call `fn` (named `name`) to create its object."""
-    if fn is copyreg.__newobj__:
-        return True  # cls.__new__(cls, *args): the class itself was looked up by _lookup
-    if any(name in table for table in (*_scoped_globals, _safe_globals, _BUILTIN_GLOBALS)):
-        return True
+    if _listed(name):
+        return True  # copyreg.__newobj__ among them: its class is checked where it is called
     if name in _PLAST_REBUILDERS:
         return True
     # a plast enum (Device): calling the class looks a member up by value; a plast container class (a module's
@@ -497,10 +514,17 @@ class _Tree:
             )
         args = [self.decode(a, depth + 1) for a in node["args"]]
         if fn is copyreg.__newobj__:
-            # copyreg.__newobj__(cls, *args) is cls.__new__(cls, *args): the class must itself be allowed, which
-            # decoding args[0] (a global node) has checked
+            # cls.__new__(cls, *args): decoding args[0] (a global node) looked the class up; one of plast's own
+            # classes is created only where its __new__ is object's (no code of its own: an extension type's
+            # __cinit__ may allocate, a tensor class's __new__ builds storage); the caller's allowed ones always
             if not args or not isinstance(args[0], type):
                 raise _Bad("an object node creates something that is not a class")
+            cls = args[0]
+            if cls.__new__ is not object.__new__ and not _listed(_global_name(cls)):
+                raise UnpicklingError(
+                    f"plast.load: the file would create a {cls.__module__}.{cls.__qualname__} through its own "
+                    "__new__, which loading calls only for classes safe_globals allowed"
+                )
         if not callable(fn):
             raise _Bad("an object node's constructor is not callable")
         try:
