@@ -15,7 +15,7 @@ or IndexError naming the bad index.
 from libc.stdint cimport int32_t, int64_t, uintptr_t
 
 
-from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, num_threads, simd_level
+from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, float_is64, num_threads, simd_level
 from plast._core.codes cimport (
     PLAST_DT_F32,
     PLAST_DT_F64,
@@ -135,15 +135,6 @@ cdef plast_op3_f64 _op3d(uintptr_t addr, strides):
     return r
 
 
-cdef bint _is64(int dtype, str what) except -1:
-    """True for float64 (F64), False for float32 (F32); ValueError for anything else."""
-    if dtype == F32:
-        return False
-    if dtype == F64:
-        return True
-    raise ValueError(f"{what}: dtype code must be {F32} (float32) or {F64} (float64), got {dtype}")
-
-
 def unary_nd(int op, int dtype, shape, uintptr_t x, x_strides, uintptr_t y, y_strides):
     """y = op(x) over `shape` (dtype code F32 or F64); strides in elements."""
     cdef int nd = len(shape)
@@ -166,7 +157,7 @@ def unary_nd(int op, int dtype, shape, uintptr_t x, x_strides, uintptr_t y, y_st
 def softmax3d(int mode, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t y, ys,
               int dtype=F32):
     """softmax (mode 0), safe softmax (1) or log_softmax (2) over n of (outer, n, inner) operands."""
-    cdef bint f64 = _is64(dtype, "softmax kernel")
+    cdef bint f64 = float_is64(dtype, "softmax kernel")
     cdef plast_op3 a = _op3(x, xs), b = _op3(y, ys)
     cdef plast_op3_f64 ad = _op3d(x, xs), bd = _op3d(y, ys)
     cdef int rc, simd = simd_level(), nt = num_threads()
@@ -180,7 +171,7 @@ def softmax3d(int mode, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintpt
 
 def softmax_bw3d(int mode, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t g, gs, uintptr_t y, ys,
                  uintptr_t out, os, int dtype=F32):
-    cdef bint f64 = _is64(dtype, "softmax backward kernel")
+    cdef bint f64 = float_is64(dtype, "softmax backward kernel")
     cdef plast_op3 a = _op3(g, gs), b = _op3(y, ys), c = _op3(out, os)
     cdef plast_op3_f64 ad = _op3d(g, gs), bd = _op3d(y, ys), cd = _op3d(out, os)
     cdef int rc, simd = simd_level(), nt = num_threads()
@@ -194,7 +185,7 @@ def softmax_bw3d(int mode, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uin
 
 def logsumexp3d(Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, xs, uintptr_t out, os,
                 int dtype=F32):
-    cdef bint f64 = _is64(dtype, "logsumexp kernel")
+    cdef bint f64 = float_is64(dtype, "logsumexp kernel")
     cdef plast_op3 a = _op3(x, xs), b = _op3(out, os)
     cdef plast_op3_f64 ad = _op3d(x, xs), bd = _op3d(out, os)
     cdef int rc, simd = simd_level(), nt = num_threads()
@@ -209,7 +200,7 @@ def logsumexp3d(Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, uintptr_t x, x
 def layer_norm(Py_ssize_t rows, Py_ssize_t n, uintptr_t x, Py_ssize_t x_row, uintptr_t w, uintptr_t b, double eps,
                uintptr_t y, uintptr_t mean, uintptr_t rstd, int dtype=F32):
     """layer norm of `rows` rows of n contiguous elements (w, b: 0 when absent)."""
-    cdef bint f64 = _is64(dtype, "layer_norm kernel")
+    cdef bint f64 = float_is64(dtype, "layer_norm kernel")
     cdef int rc, simd = simd_level(), nt = num_threads()
     with nogil:
         if f64:
@@ -224,7 +215,7 @@ def layer_norm(Py_ssize_t rows, Py_ssize_t n, uintptr_t x, Py_ssize_t x_row, uin
 def layer_norm_bw(Py_ssize_t rows, Py_ssize_t n, uintptr_t gy, Py_ssize_t gy_row, uintptr_t x, Py_ssize_t x_row,
                   uintptr_t mean, uintptr_t rstd, uintptr_t w, uintptr_t gx, uintptr_t gw, uintptr_t gb,
                   int dtype=F32):
-    cdef bint f64 = _is64(dtype, "layer_norm backward kernel")
+    cdef bint f64 = float_is64(dtype, "layer_norm backward kernel")
     cdef int rc, simd = simd_level(), nt = num_threads()
     with nogil:
         if f64:
@@ -247,7 +238,7 @@ cdef _bad(int rc, int64_t bad, str what, str msg):
 def cross_entropy(Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner, uintptr_t x, xs, uintptr_t t, int t_is64,
                   uintptr_t w, int64_t ignore_index, double eps, str reduction, uintptr_t out, int dtype=F32):
     """cross-entropy with class-index targets (contiguous, int64 if t_is64 else int32)."""
-    cdef bint f64 = _is64(dtype, "cross_entropy kernel")
+    cdef bint f64 = float_is64(dtype, "cross_entropy kernel")
     cdef plast_op3 a = _op3(x, xs)
     cdef plast_op3_f64 ad = _op3d(x, xs)
     cdef int rc, simd = simd_level(), nt = num_threads(), red = REDUCTION_CODES[reduction]
@@ -269,7 +260,7 @@ def cross_entropy(Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner, uintptr_t x,
 def cross_entropy_bw(Py_ssize_t outer, Py_ssize_t k, Py_ssize_t inner, uintptr_t x, xs, uintptr_t t, int t_is64,
                      uintptr_t w, int64_t ignore_index, double eps, str reduction, uintptr_t g, uintptr_t gx, gxs,
                      int dtype=F32):
-    cdef bint f64 = _is64(dtype, "cross_entropy backward kernel")
+    cdef bint f64 = float_is64(dtype, "cross_entropy backward kernel")
     cdef plast_op3 a = _op3(x, xs), b = _op3(gx, gxs)
     cdef plast_op3_f64 ad = _op3d(x, xs), bd = _op3d(gx, gxs)
     cdef int rc, simd = simd_level(), nt = num_threads(), red = REDUCTION_CODES[reduction]
@@ -328,7 +319,7 @@ def reduce_calls():
 cdef int reduce3d_c(int op, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, const char *x, Py_ssize_t so,
                     Py_ssize_t sn, Py_ssize_t si, char *out, int dtype) except -1:
     """reduce3d for compiled callers (fastpath.SumKernel): addresses and strides as C values."""
-    cdef bint f64 = _is64(dtype, "reduce kernel")
+    cdef bint f64 = float_is64(dtype, "reduce kernel")
     _reduce_calls[f64] += 1
     cdef plast_op3 a
     cdef plast_op3_f64 ad

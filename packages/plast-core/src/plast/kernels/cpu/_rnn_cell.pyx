@@ -10,7 +10,7 @@ _runtime, and release the GIL from NOGIL_MIN_WORK elements; kernels_rnn.py lays 
 
 from libc.stdint cimport uintptr_t
 
-from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, simd_level, threads_for
+from plast.kernels.cpu._runtime cimport NOGIL_MIN_WORK, float_is64, simd_level, threads_for
 from plast._core.codes cimport PLAST_DT_F32, PLAST_DT_F64
 
 cdef extern from "rnn_cell.h" nogil:
@@ -49,14 +49,6 @@ cdef enum:
     _GRAIN = 8192
 
 
-cdef bint _is64(int dtype, str what) except -1:
-    if dtype == PLAST_DT_F32:
-        return False
-    if dtype == PLAST_DT_F64:
-        return True
-    raise ValueError(f"{what}: dtype code must be {F32} (float32) or {F64} (float64), got {dtype}")
-
-
 cdef _check(int rc, str what):
     if rc != 0:
         raise ValueError(f"{what}: bad sizes or strides (code {rc})")
@@ -75,7 +67,7 @@ cdef int _lstm(bint f64, int simd, int nt, Py_ssize_t n, Py_ssize_t hsz, uintptr
 def lstm_cell(Py_ssize_t n, Py_ssize_t hsz, uintptr_t gx, Py_ssize_t gx_row, uintptr_t gh, Py_ssize_t gh_row,
               uintptr_t c0, Py_ssize_t c0_row, uintptr_t h, uintptr_t c, int dtype=F32):
     """h, c (n, hsz) of an LSTM step from the gate pre-activations gx + gh (n, 4 hsz) and c0."""
-    cdef bint f64 = _is64(dtype, "lstm_cell kernel")
+    cdef bint f64 = float_is64(dtype, "lstm_cell kernel")
     cdef int rc, simd = simd_level(), nt = threads_for(n * hsz, _GRAIN)
     if n * hsz >= NOGIL_MIN_WORK:
         with nogil:
@@ -101,7 +93,7 @@ def lstm_cell_bw(Py_ssize_t n, Py_ssize_t hsz, uintptr_t gx, Py_ssize_t gx_row, 
                  uintptr_t c0, Py_ssize_t c0_row, uintptr_t dh, Py_ssize_t dh_row, uintptr_t dc, Py_ssize_t dc_row,
                  uintptr_t dgates, uintptr_t dc0, int dtype=F32):
     """d(gates) (n, 4 hsz) and d(c0) (n, hsz) from dh, dc (either may be 0: no gradient)."""
-    cdef bint f64 = _is64(dtype, "lstm_cell backward kernel")
+    cdef bint f64 = float_is64(dtype, "lstm_cell backward kernel")
     cdef int rc, simd = simd_level(), nt = threads_for(n * hsz, _GRAIN)
     if n * hsz >= NOGIL_MIN_WORK:
         with nogil:
@@ -125,7 +117,7 @@ cdef int _gru(bint f64, int simd, int nt, Py_ssize_t n, Py_ssize_t hsz, uintptr_
 def gru_cell(Py_ssize_t n, Py_ssize_t hsz, uintptr_t gx, Py_ssize_t gx_row, uintptr_t gh, Py_ssize_t gh_row,
              uintptr_t h0, Py_ssize_t h0_row, uintptr_t h, int dtype=F32):
     """h (n, hsz) of a GRU step from gx, gh (n, 3 hsz) and h0."""
-    cdef bint f64 = _is64(dtype, "gru_cell kernel")
+    cdef bint f64 = float_is64(dtype, "gru_cell kernel")
     cdef int rc, simd = simd_level(), nt = threads_for(n * hsz, _GRAIN)
     if n * hsz >= NOGIL_MIN_WORK:
         with nogil:
@@ -151,7 +143,7 @@ def gru_cell_bw(Py_ssize_t n, Py_ssize_t hsz, uintptr_t gx, Py_ssize_t gx_row, u
                 uintptr_t h0, Py_ssize_t h0_row, uintptr_t dh, Py_ssize_t dh_row, uintptr_t dgx, uintptr_t dgh,
                 uintptr_t dh0, int dtype=F32):
     """d(gx), d(gh) (n, 3 hsz) and d(h0) (n, hsz) from dh."""
-    cdef bint f64 = _is64(dtype, "gru_cell backward kernel")
+    cdef bint f64 = float_is64(dtype, "gru_cell backward kernel")
     cdef int rc, simd = simd_level(), nt = threads_for(n * hsz, _GRAIN)
     if n * hsz >= NOGIL_MIN_WORK:
         with nogil:

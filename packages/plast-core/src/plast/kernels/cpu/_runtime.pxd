@@ -4,6 +4,7 @@
 cdef int simd_level() noexcept nogil
 cdef int num_threads() noexcept nogil
 cdef int threads_for(Py_ssize_t work, Py_ssize_t grain) noexcept nogil
+cdef bint float_is64(int dtype, str what) except -1
 
 # Work (elements, or multiply-adds for a GEMM) from which a kernel call releases the GIL. Below it the release
 # and re-acquisition (~400 instructions, two mutex round trips) cost more than another Python thread could

@@ -17,6 +17,8 @@ next parallel region waits on them forever), so a pthread_atfork child handler s
 import os
 import warnings
 
+from plast._core.codes cimport PLAST_DT_F32, PLAST_DT_F64
+
 cdef extern from "plast_simd.h":
     int PLAST_SIMD_SCALAR
     int PLAST_SIMD_AVX2
@@ -71,6 +73,18 @@ cdef int threads_for(Py_ssize_t work, Py_ssize_t grain) noexcept nogil:
         return 1
     cdef Py_ssize_t t = work // grain
     return <int>t if t < _threads else _threads
+
+
+cdef bint float_is64(int dtype, str what) except -1:
+    """True for float64, False for float32 (the two dtypes the float kernels take); ValueError naming `what`
+    for any other dtype code."""
+    if dtype == PLAST_DT_F32:
+        return False
+    if dtype == PLAST_DT_F64:
+        return True
+    raise ValueError(
+        f"{what}: dtype code must be {PLAST_DT_F32} (float32) or {PLAST_DT_F64} (float64), got {dtype}"
+    )
 
 
 def usable_cores():
