@@ -218,12 +218,11 @@ _PLAST_REBUILDERS = {"plast._core._dtype:_by_name", "plast.nn.module:_rebuild_me
 _PLAST_ROOTS = ("plast.nn", "plast.optim", "plast.data", "plast.experiment")
 
 
-def _lookup(name, weights_only=None):
+def _lookup(name):
     """The class or function a file's 'module:qualname' names, as a value; UnpicklingError unless allowed:
     listed by safe_globals / add_safe_globals, a builtin of _BUILTIN_GLOBALS, or plast's own (whose modules are
-    imported on demand; no other module ever is). `weights_only` changes nothing: no load runs code the caller
-    did not allow, so there is no unsafe mode to ask for."""
-    del weights_only
+    imported on demand; no other module ever is). There is no unsafe mode: load's `weights_only` never reaches
+    here."""
     for table in (*reversed(_scoped_globals), _safe_globals, _BUILTIN_GLOBALS):
         if name in table:
             return table[name]
@@ -399,7 +398,7 @@ class _Encoder:
         self.keep.append(obj)
         self.memo[id(obj)] = None  # being created: a reference back to it now would be a cycle
         node = {"__reduce__": self.encode(fn, path, depth + 1, True)}
-        node["args"] = self.encode(tuple(args), f"{path}", depth + 1, True)["__tuple__"]
+        node["args"] = self.encode(tuple(args), path, depth + 1, True)["__tuple__"]
         ref = self.memo[id(obj)] = self.next_id
         self.next_id += 1
         node["id"] = ref
@@ -431,11 +430,10 @@ def _encode(obj, tensors, path):
 class _Tree:
     """Decodes the metadata tree, checking every node's shape (the file may be hostile)."""
 
-    def __init__(self, tensors, place, strict, objects=False, weights_only=None):
+    def __init__(self, tensors, place, strict, objects=False):
         self.tensors, self.place, self.strict = tensors, place, strict
         self.done = {}  # entry name -> tensor (format 1 files may refer to an entry twice; see load)
         self.objects = objects  # format 3: object, global and shared-reference nodes may appear
-        self.weights_only = weights_only
         self.built = {}  # object node id -> the object (shared references and cycles)
 
     def decode(self, node, depth=0):
@@ -477,7 +475,7 @@ class _Tree:
             name = node["__global__"]
             if len(node) != 1 or not isinstance(name, str):
                 raise _Bad("a global node is malformed")
-            return _lookup(name, self.weights_only)
+            return _lookup(name)
         if self.objects and "__again__" in node:
             ref = node["__again__"]
             if len(node) != 1 or type(ref) is not int or ref not in self.built:
@@ -506,7 +504,7 @@ class _Tree:
             isinstance(ctor, dict) and set(ctor) == {"__global__"} and isinstance(ctor["__global__"], str)
         ):
             raise _Bad("an object node's constructor is not a global")
-        fn = _lookup(ctor["__global__"], self.weights_only)
+        fn = _lookup(ctor["__global__"])
         if not _callable_allowed(ctor["__global__"], fn):
             raise UnpicklingError(
                 f"plast.load: the file would call {ctor['__global__'].replace(':', '.')} to rebuild an object, "
@@ -593,7 +591,7 @@ class _Tree:
             raise _Bad(f"its metadata refers back to tensor {key[:80]!r} before it is loaded")
         out = self.place(self.tensors[key], loc)
         if "cls" in node:
-            cls = _lookup(node["cls"], self.weights_only) if isinstance(node["cls"], str) else None
+            cls = _lookup(node["cls"]) if isinstance(node["cls"], str) else None
             if not (isinstance(cls, type) and issubclass(cls, TensorBase)):
                 raise _Bad(f"tensor {key[:80]!r} has a class that is not a tensor class")
             if type(out) is not cls:
@@ -947,6 +945,7 @@ def load(
     CheckpointError at once. `with_metadata=True` returns ``(obj, metadata)``, the metadata being the extra
     entries given to plast.save (or another tool's ``__metadata__``).
     """
+    del weights_only  # accepted for torch.load: every load is the safe kind (see above)
     place = _placer(map_location)
     if _is_file_object(f):
         if not hasattr(f, "read"):
@@ -963,7 +962,7 @@ def load(
         name = os.fspath(f)
         data = _read_path(name)
     try:
-        out, meta = _load_bytes(data, place, weights_only)
+        out, meta = _load_bytes(data, place)
     except _Bad as e:
         raise CheckpointError(f"plast.load: {name}: {e}") from None
     if with_metadata:
@@ -974,7 +973,7 @@ def load(
     return out
 
 
-def _load_bytes(data, place, weights_only=None):
+def _load_bytes(data, place):
     meta, entries, payload, arrays = _parse(data)
     fmt = meta.get("format")
     plast_keys = [k for k in (_TREE_KEY, _PAYLOAD_SHA, _HEADER_SHA) if k in meta]
@@ -1012,7 +1011,6 @@ def _load_bytes(data, place, weights_only=None):
         place,
         strict=fmt in _CHECKED_FORMATS,
         objects=fmt == FORMAT_OBJECTS,
-        weights_only=weights_only,
     )
     out = decoder.decode(tree)
     if fmt in _CHECKED_FORMATS and len(decoder.done) != len(tensors):
